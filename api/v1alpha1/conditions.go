@@ -1,0 +1,42 @@
+package v1alpha1
+
+// Condition types every managed kind reports in status.conditions. They follow kstatus
+// conventions so that kubectl wait, Argo CD and Flux read them without custom health checks.
+const (
+	// ConditionReady is True when every child is current and the spec was fully applied.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while children are being applied or are not yet ready.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the spec cannot be rendered or applied, or a child failed.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons. Each is a CamelCase word that says why a condition has its status.
+const (
+	// ReasonReconciled: every child was applied and is current.
+	ReasonReconciled = "Reconciled"
+	// ReasonApplying: children were applied and some are not yet current.
+	ReasonApplying = "Applying"
+	// ReasonRenderFailed: the chart did not render with the CR's values; nothing was written.
+	ReasonRenderFailed = "RenderFailed"
+	// ReasonValuesInvalid: the values do not satisfy the chart's values.schema.json; nothing was written.
+	ReasonValuesInvalid = "ValuesInvalid"
+	// ReasonApplyFailed: the API server refused a child.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonPruneFailed: a child that is no longer rendered could not be deleted.
+	ReasonPruneFailed = "PruneFailed"
+	// ReasonChildFailed: a child reports that it failed (kstatus Failed).
+	ReasonChildFailed = "ChildFailed"
+	// ReasonPaused: the CR carries the pause annotation; nothing is reconciled.
+	ReasonPaused = "Paused"
+	// ReasonDeleting: the CR is being deleted and its children are being torn down.
+	ReasonDeleting = "Deleting"
+)
+
+// Annotations and labels the operator reads or writes.
+const (
+	// PauseAnnotation, set to "true" on a CR, stops the operator from changing its children.
+	PauseAnnotation = "infra.cloudspace.dev/paused"
+	// Finalizer guards the teardown of a CR's children.
+	Finalizer = "infra.cloudspace.dev/finalizer"
+)

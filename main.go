@@ -1,0 +1,183 @@
+// Command cloudspace-operator serves the infra.cloudspace.dev kinds: each kind's chart renders its
+// children and a Go reconciler applies them and owns their lifecycle.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
+)
+
+// options are the operator's command-line settings.
+type options struct {
+	metricsAddr          string
+	metricsSecure        bool
+	metricsCertDir       string
+	enableHTTP2          bool
+	probeAddr            string
+	leaderElect          bool
+	leaderElectionID     string
+	leaderElectionNS     string
+	watchesFile          string
+	watchNamespaces      []string
+	gracefulShutdownTime time.Duration
+	zap                  zap.Options
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("cloudspace-operator", flag.ContinueOnError)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0",
+		"Address the metrics endpoint binds to, e.g. :8443 (HTTPS) or :8080 (HTTP); 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS, authenticated and authorized through the API server.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-path", "",
+		"Directory holding tls.crt and tls.key for the metrics server; a self-signed pair when empty.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
+		"Allow HTTP/2 on the metrics server (off because of the HTTP/2 rapid-reset CVEs).")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", inCluster(),
+		"Elect a leader so that only one replica reconciles; on by default when running in a cluster.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "cloudspace-operator.infra.cloudspace.dev",
+		"Name of the Lease used for leader election.")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
+		"Namespace of the leader-election Lease; the operator's own namespace when empty.")
+	fs.StringVar(&o.watchesFile, "watches-file", envOr("WATCHES_FILE", "./watches.yaml"),
+		"Path of watches.yaml, which maps each kind to its chart (env WATCHES_FILE).")
+	fs.DurationVar(&o.gracefulShutdownTime, "graceful-shutdown-timeout", 30*time.Second,
+		"How long running reconciles may take to finish on shutdown.")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o.watchNamespaces = splitNamespaces(os.Getenv("WATCH_NAMESPACE"))
+	return o, nil
+}
+
+// splitNamespaces parses WATCH_NAMESPACE: a comma list; empty means every namespace.
+func splitNamespaces(v string) []string {
+	var out []string
+	for _, ns := range strings.Split(v, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+func envOr(key, fallback string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return fallback
+}
+
+func inCluster() bool {
+	_, err := rest.InClusterConfig()
+	return err == nil
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(infrav1alpha1.AddToScheme(s))
+	return s
+}
+
+func managerOptions(o *options) ctrl.Options {
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts, CertDir: o.metricsCertDir}
+	if o.metricsSecure {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	var cacheOpts cache.Options
+	if len(o.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return ctrl.Options{
+		Scheme:                        newScheme(),
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.gracefulShutdownTime,
+		Cache:                         cacheOpts,
+	}
+}
+
+// cacheSynced is a readiness check: the operator is ready once its informers have synced.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}
+}
+
+func run(ctx context.Context, o *options) error {
+	log := ctrl.Log.WithName("setup")
+	ws, err := watches.Load(o.watchesFile)
+	if err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, managerOptions(o))
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr.GetCache())); err != nil {
+		return fmt.Errorf("adding ready check: %w", err)
+	}
+	log.Info("starting manager", "watches", o.watchesFile, "kinds", len(ws),
+		"namespaces", o.watchNamespaces, "leaderElection", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "operator stopped")
+		os.Exit(1)
+	}
+}

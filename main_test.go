@@ -1,0 +1,45 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestSplitNamespaces(t *testing.T) {
+	cases := map[string][]string{
+		"":                 nil,
+		"team-a":           {"team-a"},
+		" team-a, ,team-b": {"team-a", "team-b"},
+	}
+	for in, want := range cases {
+		if got := splitNamespaces(in); !slices.Equal(got, want) {
+			t.Errorf("splitNamespaces(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Setenv("WATCH_NAMESPACE", "dev,staging")
+	t.Setenv("WATCHES_FILE", "/opt/cloudspace/watches.yaml")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	o, err := parseFlags([]string{"--metrics-bind-address=:8443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.leaderElect {
+		t.Error("leader election is on outside a cluster; want off by default")
+	}
+	if !slices.Equal(o.watchNamespaces, []string{"dev", "staging"}) {
+		t.Errorf("namespaces = %q", o.watchNamespaces)
+	}
+	if o.watchesFile != "/opt/cloudspace/watches.yaml" || o.metricsAddr != ":8443" || !o.metricsSecure {
+		t.Errorf("options = %+v", o)
+	}
+	opts := managerOptions(o)
+	if len(opts.Cache.DefaultNamespaces) != 2 || opts.Metrics.FilterProvider == nil {
+		t.Errorf("manager options: namespaces %v, metrics filter set %v", opts.Cache.DefaultNamespaces, opts.Metrics.FilterProvider != nil)
+	}
+	if _, err := parseFlags([]string{"--no-such-flag"}); err == nil {
+		t.Error("an unknown flag was accepted")
+	}
+}

@@ -1,0 +1,89 @@
+// Package e2e runs the operator binary against a private embedded KWOK cluster: real etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler, with fake nodes.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+var (
+	cluster   *framework.Cluster
+	operator  *framework.Operator
+	k8sClient client.Client
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) (code int) {
+	binary := os.Getenv("E2E_OPERATOR")
+	if binary == "" {
+		fmt.Fprintln(os.Stderr, "E2E_OPERATOR is not set: run `make test-e2e`, which builds the operator and the cluster's binaries")
+		return 1
+	}
+	work, err := os.MkdirTemp("", "cloudspace-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if code == 0 {
+			os.RemoveAll(work)
+		} else {
+			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", work)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if cluster, err = framework.StartCluster(ctx, filepath.Join(work, "cluster"), fmt.Sprintf("e2e-%d", os.Getpid())); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: stopping cluster: %v\n", err)
+			code = 1
+		}
+	}()
+	if err := setUp(ctx, binary, work); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code = m.Run()
+	// A clean exit on SIGTERM is part of what the suite checks.
+	if err := operator.Stop(time.Minute); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: operator did not stop cleanly: %v (log: %s)\n", err, operator.LogPath)
+		code = 1
+	}
+	return code
+}
+
+// setUp installs the CRDs, starts the operator and waits for its readiness probe.
+func setUp(ctx context.Context, binary, work string) error {
+	var err error
+	if k8sClient, err = client.New(cluster.Config, client.Options{Scheme: framework.Scheme()}); err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	crds := filepath.Join(framework.RepoRoot(), "config", "crd", "bases")
+	if _, err := envtest.InstallCRDs(cluster.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, filepath.Join(work, "operator.log")); err != nil {
+		return err
+	}
+	if err := operator.WaitReady(ctx); err != nil {
+		return fmt.Errorf("waiting for the operator's readiness probe: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+// Package framework starts the real parts that integration tests, end-to-end tests and the
+// benchmark run against: the embedded KWOK cluster and the operator binary.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// RepoRoot is the repository's top directory, found from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Cluster is a private embedded cluster started by hack/dev-cluster.sh.
+type Cluster struct {
+	Name       string
+	Dir        string
+	Kubeconfig string
+	Config     *rest.Config
+}
+
+// StartCluster starts a KWOK cluster whose state lives under dir. Its output goes to dir/up.log.
+func StartCluster(ctx context.Context, dir, name string) (*Cluster, error) {
+	c := &Cluster{Name: name, Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	if err := c.script(ctx, "up"); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig of cluster %s: %w", name, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	c.Config = cfg
+	return c, nil
+}
+
+// Stop removes the cluster and its processes.
+func (c *Cluster) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return c.script(ctx, "down")
+}
+
+func (c *Cluster) script(ctx context.Context, verb string) error {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(filepath.Dir(c.Dir), c.Name+"-"+verb+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), "hack", "dev-cluster.sh"), verb)
+	cmd.Env = append(os.Environ(), "DEV_CLUSTER_DIR="+c.Dir, "DEV_CLUSTER_NAME="+c.Name)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(logPath)
+		return fmt.Errorf("dev-cluster.sh %s: %w\n%s", verb, err, out)
+	}
+	return nil
+}

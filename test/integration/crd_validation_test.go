@@ -1,0 +1,56 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// TestGenericDaemonSchemaRejectsInvalidObjects proves the real API server enforces the
+// project's CRD schema and CEL rules, and that every rejection names the field.
+func TestGenericDaemonSchemaRejectsInvalidObjects(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name      string
+		spec      infrav1alpha1.GenericDaemonSpec
+		wantField string
+		wantMsg   string
+	}{
+		{"missing image", infrav1alpha1.GenericDaemonSpec{Label: "logs"}, "spec.image", "should be at least 1 chars long"},
+		{"image with space", infrav1alpha1.GenericDaemonSpec{Image: "busy box"}, "spec.image", "must not contain spaces"},
+		{"bad label", infrav1alpha1.GenericDaemonSpec{Image: "busybox", Label: "=oops"}, "spec.label", "should match"},
+		{"label clashes with nodeSelector", infrav1alpha1.GenericDaemonSpec{
+			Image: "busybox", Label: "logs=true", NodeSelector: map[string]string{"logs": "false"},
+		}, "spec.label", "must not name the same node label key"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gd := &infrav1alpha1.GenericDaemon{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("invalid-%d", i), Namespace: "default"},
+				Spec:       tc.spec,
+			}
+			err := k8sClient.Create(ctx, gd)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create: got %v, want an Invalid error", err)
+			}
+			if !strings.Contains(err.Error(), tc.wantField) || !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("error %q does not name field %q with %q", err, tc.wantField, tc.wantMsg)
+			}
+		})
+	}
+
+	valid := &infrav1alpha1.GenericDaemon{
+		ObjectMeta: metav1.ObjectMeta{Name: "syslog", Namespace: "default"},
+		Spec:       infrav1alpha1.GenericDaemonSpec{Image: "mbessler/syslogdocker", Label: "logs"},
+	}
+	if err := k8sClient.Create(ctx, valid); err != nil {
+		t.Fatalf("creating a valid GenericDaemon: %v", err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), valid) })
+}
