@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
@@ -113,7 +114,7 @@ func managerOptions(o *options) ctrl.Options {
 	if o.metricsSecure {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	var cacheOpts cache.Options
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range o.watchNamespaces {
@@ -158,6 +159,10 @@ func run(ctx context.Context, o *options) error {
 	mgr, err := ctrl.NewManager(cfg, managerOptions(o))
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+	opts := append(controllers.DefaultLifecycles(), controllers.WithNamespaces(o.watchNamespaces))
+	if err := controllers.Setup(mgr, ws, opts...); err != nil {
+		return fmt.Errorf("setting up controllers: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)

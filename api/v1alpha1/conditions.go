@@ -40,3 +40,17 @@ const (
 	// Finalizer guards the teardown of a CR's children.
 	Finalizer = "infra.cloudspace.dev/finalizer"
 )
+
+// Event reasons the operator records on a custom resource.
+const (
+	// EventChildCreated: a child was created.
+	EventChildCreated = "ChildCreated"
+	// EventChildUpdated: a child was changed back to, or forward to, what the chart renders.
+	EventChildUpdated = "ChildUpdated"
+	// EventChildDeleted: a child was deleted (pruned, or torn down with the CR).
+	EventChildDeleted = "ChildDeleted"
+	// EventChildReleased: a child was left in place on delete, without its owner reference.
+	EventChildReleased = "ChildReleased"
+	// EventReconcileFailed: rendering, applying or pruning failed; the message says why.
+	EventReconcileFailed = "ReconcileFailed"
+)

@@ -3,21 +3,33 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 var (
 	cfg       *rest.Config
 	k8sClient client.Client
+	clientset *kubernetes.Clientset
+	operator  *runningManager
 )
 
 func TestMain(m *testing.M) {
@@ -29,8 +41,9 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test-integration`, which builds etcd and kube-apiserver into bin/")
 		return 1
 	}
+	root := framework.RepoRoot()
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(framework.RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "test", "testdata", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
 	var err error
@@ -43,10 +56,69 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
 		}
 	}()
-	s := framework.Scheme()
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: framework.Scheme()}); err != nil {
 		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
 		return 1
 	}
-	return m.Run()
+	clientset = kubernetes.NewForConfigOrDie(cfg)
+	if operator, err = startManager(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if err := operator.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the manager: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+// runningManager is the operator's manager running in this process.
+type runningManager struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startManager runs the operator's controllers for the test watches file: GenericDaemon with its
+// Go lifecycle and Demo, a chart kind that no Go code knows.
+func startManager() (*runningManager, error) {
+	os.Setenv("DEMO_PORT", "8080")
+	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "test", "testdata", "watches.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 framework.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Tests restart the manager in one process; names are unique within each manager.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := controllers.Setup(mgr, ws, controllers.DefaultLifecycles()...); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &runningManager{cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- mgr.Start(ctx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		return nil, fmt.Errorf("manager cache did not sync")
+	}
+	return m, nil
+}
+
+func (m *runningManager) stop() error {
+	m.cancel()
+	select {
+	case err := <-m.done:
+		return err
+	case <-time.After(time.Minute):
+		return fmt.Errorf("manager did not stop within a minute")
+	}
 }

@@ -1,0 +1,122 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// reconcileDelete tears the children down from the inventory, never from a render, so that it
+// works when the chart no longer renders: the kind's teardown first, then every child deleted in
+// reverse install order, and the finalizer removed once all are gone.
+func (r *ChartReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(s.obj, infrav1alpha1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	s.outcome.deleting = true
+	var entries []infrav1alpha1.InventoryEntry
+	if s.status.Inventory != nil {
+		entries = slices.Clone(s.status.Inventory.Entries)
+	}
+	slices.Reverse(entries)
+	kept, err := r.teardown(ctx, s, entries)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	remaining, err := r.deleteEntries(ctx, s.obj, entries, kept)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if remaining > 0 {
+		// The children's deletion events requeue us too; this is the fallback.
+		return ctrl.Result{RequeueAfter: r.cfg.deleteInterval}, nil
+	}
+	return ctrl.Result{}, r.removeFinalizer(ctx, s)
+}
+
+// teardown runs the kind's Teardown on the live children and releases those it keeps. It
+// returns the inventory IDs of the kept children.
+func (r *ChartReconciler) teardown(ctx context.Context, s *scope, entries []infrav1alpha1.InventoryEntry) (map[string]bool, error) {
+	var live []*unstructured.Unstructured
+	for _, e := range entries {
+		like, err := objectFromEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		current, err := r.getChild(ctx, like)
+		if err != nil {
+			return nil, err
+		}
+		if current != nil && isControlledBy(current, s.obj.GetUID()) {
+			live = append(live, current)
+		}
+	}
+	keep, err := r.lifecycle.Teardown(s.obj, live)
+	if err != nil {
+		return nil, fmt.Errorf("tearing down %s %s: %w", r.gvk.Kind, s.obj.GetName(), err)
+	}
+	kept := map[string]bool{}
+	for _, k := range keep {
+		if err := r.release(ctx, s.obj, k); err != nil {
+			return nil, err
+		}
+		kept[inventoryEntry(k).ID] = true
+	}
+	return kept, nil
+}
+
+// release leaves a child in place for good: without our owner reference (so the garbage
+// collector keeps it) and without our managed-by label (so we stop watching it). The instance
+// label stays, so a later resource can find and adopt it.
+func (r *ChartReconciler) release(ctx context.Context, owner, child *unstructured.Unstructured) error {
+	base := child.DeepCopy()
+	refs := slices.DeleteFunc(child.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == owner.GetUID() })
+	child.SetOwnerReferences(refs)
+	labels := child.GetLabels()
+	delete(labels, LabelManagedBy)
+	child.SetLabels(labels)
+	if err := r.client.Patch(ctx, child, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("releasing %s: %w", describe(child), err)
+	}
+	r.event(owner, false, infrav1alpha1.EventChildReleased, "Kept %s after delete", describe(child))
+	return nil
+}
+
+// deleteEntries deletes every entry not kept, and counts those still present.
+func (r *ChartReconciler) deleteEntries(ctx context.Context, owner *unstructured.Unstructured, entries []infrav1alpha1.InventoryEntry, kept map[string]bool) (int, error) {
+	remaining := 0
+	var errs []error
+	for _, e := range entries {
+		if kept[e.ID] {
+			continue
+		}
+		present, err := r.deleteChild(ctx, owner, e)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if present {
+			remaining++
+		}
+	}
+	return remaining, errors.Join(errs...)
+}
+
+func (r *ChartReconciler) removeFinalizer(ctx context.Context, s *scope) error {
+	base := s.obj.DeepCopy()
+	controllerutil.RemoveFinalizer(s.obj, infrav1alpha1.Finalizer)
+	if err := r.client.Patch(ctx, s.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("removing the finalizer: %w", err))
+	}
+	s.released = true
+	r.forget(client.ObjectKeyFromObject(s.obj))
+	return nil
+}

@@ -1,0 +1,217 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// Labels and annotations the engine puts on every child.
+const (
+	// LabelManagedBy marks children of this operator; the child cache selects on it.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is LabelManagedBy's value.
+	ManagedByValue = "cloudspace-operator"
+	// LabelInstance is the name of the custom resource a child belongs to.
+	LabelInstance = "app.kubernetes.io/instance"
+	// LabelName is the chart's name, unless the chart sets its own.
+	LabelName = "app.kubernetes.io/name"
+	// LabelPartOf groups everything the operator runs.
+	LabelPartOf = "app.kubernetes.io/part-of"
+	// LabelVersion is the chart's version.
+	LabelVersion = "app.kubernetes.io/version"
+	// AnnotationSpecHash is the hash of the child as last rendered. A child whose annotation
+	// matches and whose fields still hold the rendered values needs no write.
+	AnnotationSpecHash = "infra.cloudspace.dev/spec-hash"
+)
+
+// decorate sets the engine's labels, owner reference and spec hash on a rendered child.
+func decorate(child *unstructured.Unstructured, owner *unstructured.Unstructured, chartName, chartVersion string) error {
+	labels := child.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy] = ManagedByValue
+	labels[LabelInstance] = owner.GetName()
+	labels[LabelPartOf] = "cloudspace"
+	if _, set := labels[LabelName]; !set {
+		labels[LabelName] = chartName
+	}
+	if _, set := labels[LabelVersion]; !set {
+		labels[LabelVersion] = chartVersion
+	}
+	child.SetLabels(labels)
+	child.SetOwnerReferences([]metav1.OwnerReference{ownerReference(owner)})
+	h, err := specHash(child)
+	if err != nil {
+		return fmt.Errorf("hashing %s: %w", describe(child), err)
+	}
+	annotations := child.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationSpecHash] = h
+	child.SetAnnotations(annotations)
+	return nil
+}
+
+func ownerReference(owner *unstructured.Unstructured) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+		Controller: &yes, BlockOwnerDeletion: &yes,
+	}
+}
+
+// specHash hashes the child without its hash annotation (JSON map keys are sorted).
+func specHash(child *unstructured.Unstructured) (string, error) {
+	c := child.DeepCopy()
+	unstructured.RemoveNestedField(c.Object, "metadata", "annotations", AnnotationSpecHash)
+	data, err := json.Marshal(c.Object)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16], nil
+}
+
+// upToDate reports whether live still holds everything desired sets: the same spec hash, every
+// rendered field with the rendered value, our labels and our controller reference. Fields the
+// API server defaulted, and fields other managers own, are ignored.
+func upToDate(desired, live *unstructured.Unstructured) bool {
+	if live == nil || live.GetAnnotations()[AnnotationSpecHash] != desired.GetAnnotations()[AnnotationSpecHash] {
+		return false
+	}
+	if !isControlledBy(live, desired.GetOwnerReferences()[0].UID) {
+		return false
+	}
+	dm, _ := desired.Object["metadata"].(map[string]any)
+	lm, _ := live.Object["metadata"].(map[string]any)
+	if !subset(dm["labels"], lm["labels"]) || !subset(dm["annotations"], lm["annotations"]) {
+		return false
+	}
+	for k, v := range desired.Object {
+		if k == "metadata" || k == "status" {
+			continue
+		}
+		if !subset(v, live.Object[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// subset reports whether every field of want is in have with an equal value. Lists must have
+// the same length, element by element; empty values match missing ones (the API server drops
+// them); quantities compare by value ("0.5" equals "500m").
+func subset(want, have any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return have == nil && len(w) == 0
+		}
+		for k, wv := range w {
+			if !subset(wv, h[k]) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok {
+			return have == nil && len(w) == 0
+		}
+		if len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !subset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return true
+	default:
+		return scalarEqual(want, have)
+	}
+}
+
+func scalarEqual(want, have any) bool {
+	if want == have {
+		return true
+	}
+	if wf, ok := number(want); ok {
+		hf, ok := number(have)
+		return ok && wf == hf
+	}
+	ws, ok1 := want.(string)
+	hs, ok2 := have.(string)
+	if !ok1 || !ok2 {
+		return false
+	}
+	wq, err1 := resource.ParseQuantity(ws)
+	hq, err2 := resource.ParseQuantity(hs)
+	return err1 == nil && err2 == nil && wq.Cmp(hq) == 0
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+func isControlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller && ref.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// describe names a child for messages and events: "DaemonSet syslog".
+func describe(obj *unstructured.Unstructured) string {
+	return obj.GetKind() + " " + obj.GetName()
+}
+
+// inventoryEntry records a child as "<namespace>_<name>_<group>_<kind>" and its version.
+func inventoryEntry(obj *unstructured.Unstructured) infrav1alpha1.InventoryEntry {
+	gvk := obj.GroupVersionKind()
+	return infrav1alpha1.InventoryEntry{
+		ID:      strings.Join([]string{obj.GetNamespace(), obj.GetName(), gvk.Group, gvk.Kind}, "_"),
+		Version: gvk.Version,
+	}
+}
+
+// objectFromEntry is the inverse of inventoryEntry: an empty object with the entry's identity.
+func objectFromEntry(e infrav1alpha1.InventoryEntry) (*unstructured.Unstructured, error) {
+	parts := strings.Split(e.ID, "_")
+	if len(parts) != 4 || parts[1] == "" || parts[3] == "" || e.Version == "" {
+		return nil, fmt.Errorf("malformed inventory entry %q (version %q)", e.ID, e.Version)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: parts[2], Version: e.Version, Kind: parts[3]})
+	u.SetNamespace(parts[0])
+	u.SetName(parts[1])
+	return u, nil
+}

@@ -1,0 +1,88 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// DefaultFieldManager is the server-side apply field manager of every child.
+const DefaultFieldManager = "cloudspace-operator"
+
+// config holds what Setup's options set.
+type config struct {
+	lifecycles      map[schema.GroupVersionKind]Lifecycle
+	fieldManager    string
+	capabilitiesTTL time.Duration
+	namespaces      []string
+	pollInterval    time.Duration
+	deleteInterval  time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		lifecycles:      map[schema.GroupVersionKind]Lifecycle{},
+		fieldManager:    DefaultFieldManager,
+		capabilitiesTTL: 5 * time.Minute,
+		pollInterval:    10 * time.Second,
+		deleteInterval:  2 * time.Second,
+	}
+}
+
+// Option configures Setup.
+type Option func(*config) error
+
+// WithLifecycle registers Go lifecycle code for a kind; kinds without one are pure chart kinds.
+func WithLifecycle(gvk schema.GroupVersionKind, lc Lifecycle) Option {
+	return func(c *config) error {
+		if lc == nil {
+			return fmt.Errorf("lifecycle for %s is nil", gvk)
+		}
+		c.lifecycles[gvk] = lc
+		return nil
+	}
+}
+
+// WithFieldManager sets the server-side apply field manager (default DefaultFieldManager).
+func WithFieldManager(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return fmt.Errorf("field manager must not be empty")
+		}
+		c.fieldManager = name
+		return nil
+	}
+}
+
+// WithCapabilitiesTTL sets how long discovered capabilities are reused (default 5m).
+func WithCapabilitiesTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("capabilities TTL %s must be positive", d)
+		}
+		c.capabilitiesTTL = d
+		return nil
+	}
+}
+
+// WithNamespaces limits the child cache to these namespaces (default: all), matching the
+// manager's WATCH_NAMESPACE.
+func WithNamespaces(ns []string) Option {
+	return func(c *config) error {
+		c.namespaces = ns
+		return nil
+	}
+}
+
+// WithPollInterval sets how often a kind that does not watch its children (watchDependentResources:
+// false) is re-read while they are not ready (default 10s).
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("poll interval %s must be positive", d)
+		}
+		c.pollInterval = d
+		return nil
+	}
+}

@@ -1,0 +1,57 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/prometheus/common/expfmt"
+	"k8s.io/client-go/rest"
+)
+
+// writeVerbs are the apiserver_request_total verbs that change state.
+var writeVerbs = []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+
+// APIWrites reads the API server's own request counter (apiserver_request_total on /metrics)
+// and returns the write requests served so far, per resource, for the named resources (all
+// when none are named).
+func APIWrites(ctx context.Context, c rest.Interface, resources ...string) (map[string]float64, error) {
+	raw, err := c.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
+	}
+	out := map[string]float64{}
+	family := families["apiserver_request_total"]
+	if family == nil {
+		return out, nil
+	}
+	for _, m := range family.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if !slices.Contains(writeVerbs, labels["verb"]) {
+			continue
+		}
+		if len(resources) > 0 && !slices.Contains(resources, labels["resource"]) {
+			continue
+		}
+		out[labels["resource"]] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// Sum adds up a per-resource count.
+func Sum(counts map[string]float64) float64 {
+	var n float64
+	for _, v := range counts {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,96 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var demoGVK = schema.GroupVersionKind{Group: "test.cloudspace.dev", Version: "v1", Kind: "Demo"}
+
+// eventually polls check until it returns nil, failing the test with its last error at the deadline.
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("not met within %s: %v", timeout, last)
+	}
+}
+
+// newNamespace creates a namespace for one test and deletes it afterwards.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+func newDemo(ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(demoGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// get reads obj fresh from the API server (not a cache).
+func get(obj client.Object) error {
+	return k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+}
+
+func gone(obj client.Object) error {
+	err := get(obj)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%T %s still exists", obj, obj.GetName())
+}
+
+// condition returns the named condition of an unstructured object's status.
+func condition(u *unstructured.Unstructured, condType string) *metav1.Condition {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var conds []metav1.Condition
+	for _, r := range raw {
+		m, _ := r.(map[string]any)
+		c := metav1.Condition{}
+		c.Type, _ = m["type"].(string)
+		s, _ := m["status"].(string)
+		c.Status = metav1.ConditionStatus(s)
+		c.Reason, _ = m["reason"].(string)
+		c.Message, _ = m["message"].(string)
+		c.ObservedGeneration, _ = m["observedGeneration"].(int64)
+		conds = append(conds, c)
+	}
+	return meta.FindStatusCondition(conds, condType)
+}
+
+func hasCondition(u *unstructured.Unstructured, condType string, status metav1.ConditionStatus, reason string) error {
+	if err := get(u); err != nil {
+		return err
+	}
+	c := condition(u, condType)
+	if c == nil || c.Status != status || c.Reason != reason {
+		return fmt.Errorf("condition %s = %+v, want %s/%s", condType, c, status, reason)
+	}
+	return nil
+}
