@@ -28,7 +28,9 @@ func TestPureChartKindReconciles(t *testing.T) {
 	if err := k8sClient.Create(context.Background(), demo); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, func() error { return hasCondition(demo, infrav1alpha1.ConditionReady, metav1.ConditionTrue, infrav1alpha1.ReasonReconciled) })
+	eventually(t, timeout, func() error {
+		return hasCondition(demo, infrav1alpha1.ConditionReady, metav1.ConditionTrue, infrav1alpha1.ReasonReconciled)
+	})
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello-config"}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}}
@@ -125,7 +127,9 @@ func TestRenderErrorsWriteNothing(t *testing.T) {
 			if err := k8sClient.Create(context.Background(), demo); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, timeout, func() error { return hasCondition(demo, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, tc.reason) })
+			eventually(t, timeout, func() error {
+				return hasCondition(demo, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, tc.reason)
+			})
 			if c := condition(demo, infrav1alpha1.ConditionDegraded); !strings.Contains(c.Message, tc.msg) {
 				t.Errorf("Degraded message %q does not say %q", c.Message, tc.msg)
 			}
@@ -151,12 +155,16 @@ func TestDeleteTearsDownEvenWithBrokenChart(t *testing.T) {
 	if err := k8sClient.Create(context.Background(), demo); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, func() error { return hasCondition(demo, infrav1alpha1.ConditionReady, metav1.ConditionTrue, infrav1alpha1.ReasonReconciled) })
+	eventually(t, timeout, func() error {
+		return hasCondition(demo, infrav1alpha1.ConditionReady, metav1.ConditionTrue, infrav1alpha1.ReasonReconciled)
+	})
 	patch := []byte(`{"spec":{"fail":"chart broken after install"}}`)
 	if err := k8sClient.Patch(context.Background(), demo, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, func() error { return hasCondition(demo, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, infrav1alpha1.ReasonRenderFailed) })
+	eventually(t, timeout, func() error {
+		return hasCondition(demo, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, infrav1alpha1.ReasonRenderFailed)
+	})
 
 	if err := k8sClient.Delete(context.Background(), demo); err != nil {
 		t.Fatal(err)
@@ -183,7 +191,9 @@ func TestPausedResourceIsLeftAlone(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused-config"}}
 	eventually(t, timeout, func() error { return get(cm) })
 	setAnnotation(t, demo, infrav1alpha1.PauseAnnotation, "true")
-	eventually(t, timeout, func() error { return hasCondition(demo, infrav1alpha1.ConditionReady, metav1.ConditionFalse, infrav1alpha1.ReasonPaused) })
+	eventually(t, timeout, func() error {
+		return hasCondition(demo, infrav1alpha1.ConditionReady, metav1.ConditionFalse, infrav1alpha1.ReasonPaused)
+	})
 
 	if err := k8sClient.Patch(context.Background(), demo, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"greeting":"changed"}}`))); err != nil {
 		t.Fatal(err)

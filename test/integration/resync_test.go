@@ -39,7 +39,9 @@ func TestForcedResyncMakesNoWrites(t *testing.T) {
 		all = append(all, d)
 	}
 	for _, d := range all {
-		eventually(t, timeout, func() error { return hasCondition(d, infrav1alpha1.ConditionReady, metav1.ConditionTrue, infrav1alpha1.ReasonReconciled) })
+		eventually(t, timeout, func() error {
+			return hasCondition(d, infrav1alpha1.ConditionReady, metav1.ConditionTrue, infrav1alpha1.ReasonReconciled)
+		})
 	}
 	eventually(t, timeout, func() error { return allObserved(ns, daemons) })
 	before := reconciles()
