@@ -53,12 +53,20 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint-charts
-lint-charts: ## Run helm lint on every chart.
+lint-charts: ## Run helm lint on every chart, with each of its ci/*-values.yaml files.
 	$(TOOLS) helm
-	for c in helm-charts/*/; do $(HELM) lint --strict "$$c"; done
+	for c in helm-charts/*/; do \
+		for v in $$(ls "$$c"ci/*-values.yaml 2>/dev/null || echo ""); do \
+			$(HELM) lint --strict "$$c" $${v:+--values "$$v"}; \
+		done; \
+	done
+
+.PHONY: golden
+golden: ## Regenerate the chart golden files under controllers/testdata/ after an intended change.
+	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: test-unit test-integration test-e2e ## Run unit, envtest integration and end-to-end tests.
+test: lint-charts test-unit test-integration test-e2e ## Run chart lint, unit, envtest integration and end-to-end tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
@@ -73,6 +81,14 @@ test-integration: ## Run the integration tests against a real kube-apiserver and
 test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
 	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
+
+BENCH_N ?= 500
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: build ## Benchmark on a private embedded cluster (BENCH_N GenericDaemons; figures and JSON in bin/bench.json).
+	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
+	go run ./test/bench -n $(BENCH_N) -json $(BIN)/bench.json $(BENCH_ARGS)
 
 ##@ Build
 

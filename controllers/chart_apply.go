@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -212,6 +213,7 @@ func (r *ChartReconciler) apply(ctx context.Context, owner, desired *unstructure
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", describe(desired), err)
 	}
+	log.FromContext(ctx).V(1).Info("applied", "child", describe(desired), "existed", exists)
 	if exists {
 		r.event(owner, false, infrav1alpha1.EventChildUpdated, "Updated %s", describe(desired))
 	} else {

@@ -5,9 +5,11 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,13 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
@@ -84,7 +86,11 @@ func (r *ChartReconciler) newObject() *unstructured.Unstructured {
 }
 
 // Reconcile brings one custom resource's children to what its chart renders.
-func (r *ChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *ChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	start := time.Now()
+	defer func() {
+		log.FromContext(ctx).V(1).Info("reconciled", "duration", time.Since(start).String(), "requeueAfter", res.RequeueAfter.String(), "error", retErr)
+	}()
 	obj := r.newObject()
 	if err := r.reader.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -109,7 +115,7 @@ func (r *ChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	base := obj.DeepCopy()
 	defer func() {
 		if err := r.patchStatus(ctx, base, s); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
+			retErr = errors.Join(retErr, err)
 		}
 	}()
 	switch {

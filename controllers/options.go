@@ -12,21 +12,23 @@ const DefaultFieldManager = "cloudspace-operator"
 
 // config holds what Setup's options set.
 type config struct {
-	lifecycles      map[schema.GroupVersionKind]Lifecycle
-	fieldManager    string
-	capabilitiesTTL time.Duration
-	namespaces      []string
-	pollInterval    time.Duration
-	deleteInterval  time.Duration
+	lifecycles       map[schema.GroupVersionKind]Lifecycle
+	fieldManager     string
+	capabilitiesTTL  time.Duration
+	namespaces       []string
+	pollInterval     time.Duration
+	deleteInterval   time.Duration
+	reconcileTimeout time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		lifecycles:      map[schema.GroupVersionKind]Lifecycle{},
-		fieldManager:    DefaultFieldManager,
-		capabilitiesTTL: 5 * time.Minute,
-		pollInterval:    10 * time.Second,
-		deleteInterval:  2 * time.Second,
+		lifecycles:       map[schema.GroupVersionKind]Lifecycle{},
+		fieldManager:     DefaultFieldManager,
+		capabilitiesTTL:  5 * time.Minute,
+		pollInterval:     10 * time.Second,
+		deleteInterval:   2 * time.Second,
+		reconcileTimeout: 2 * time.Minute,
 	}
 }
 

@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,7 +34,9 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	dcfg := rest.CopyConfig(mgr.GetConfig())
+	dcfg.Timeout = 30 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(dcfg)
 	if err != nil {
 		return fmt.Errorf("creating discovery client: %w", err)
 	}
@@ -102,7 +106,12 @@ func (r *ChartReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 				predicate.LabelChangedPredicate{}, deletionStarted{}),
 		)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.watch.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.watch.MaxConcurrentReconciles,
+			// A reconcile blocked on a slow API call gives up and is retried, rather than
+			// holding a worker forever.
+			ReconciliationTimeout: r.cfg.reconcileTimeout,
+		}).
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("building controller %s: %w", r.name(), err)

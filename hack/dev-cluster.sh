@@ -76,8 +76,8 @@ metadata:
     type: kwok
     $labels
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "250", ephemeral-storage: 1Ti}
-  capacity: {cpu: "32", memory: 256Gi, pods: "250", ephemeral-storage: 1Ti}
+  allocatable: {cpu: "256", memory: 2Ti, pods: "5000", ephemeral-storage: 10Ti}
+  capacity: {cpu: "256", memory: 2Ti, pods: "5000", ephemeral-storage: 10Ti}
   nodeInfo: {architecture: amd64, kubeletVersion: fake, operatingSystem: linux}
   phase: Running
 EOF

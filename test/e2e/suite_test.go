@@ -79,7 +79,7 @@ func setUp(ctx context.Context, binary, work string) error {
 	if _, err := envtest.InstallCRDs(cluster.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
-	if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, filepath.Join(work, "operator.log")); err != nil {
+	if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, filepath.Join(work, "operator.log"), "--zap-log-level=debug"); err != nil {
 		return err
 	}
 	if err := operator.WaitReady(ctx); err != nil {

@@ -18,6 +18,8 @@ import (
 // Operator is the operator binary running as a child process.
 type Operator struct {
 	ProbeAddr string
+	// MetricsAddr is where the operator serves metrics, when the caller enabled them.
+	MetricsAddr string
 	LogPath   string
 	cmd       *exec.Cmd
 	done      chan error

@@ -1,0 +1,98 @@
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
+)
+
+func child(kind string, status map[string]any, generation int64) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": kind,
+		"metadata": map[string]any{"name": "c", "generation": generation}}}
+	if status != nil {
+		u.Object["status"] = status
+	}
+	return u
+}
+
+func TestSetConditions(t *testing.T) {
+	readyDS := child("DaemonSet", map[string]any{"observedGeneration": int64(1), "desiredNumberScheduled": int64(2),
+		"numberReady": int64(2), "updatedNumberScheduled": int64(2), "numberAvailable": int64(2), "currentNumberScheduled": int64(2)}, 1)
+	rollingDS := child("DaemonSet", map[string]any{"observedGeneration": int64(1), "desiredNumberScheduled": int64(2),
+		"numberReady": int64(1), "updatedNumberScheduled": int64(1), "numberAvailable": int64(1)}, 1)
+	cases := []struct {
+		name                       string
+		o                          outcome
+		ready, progressing, degrad metav1.ConditionStatus
+		reason                     string
+	}{
+		{"all current", outcome{children: []*unstructured.Unstructured{readyDS}}, "True", "False", "False", infrav1alpha1.ReasonReconciled},
+		{"rolling out", outcome{children: []*unstructured.Unstructured{readyDS, rollingDS}}, "False", "True", "False", infrav1alpha1.ReasonApplying},
+		{"render failed", outcome{err: &render.TemplateError{Err: errors.New("boom")}, reason: infrav1alpha1.ReasonRenderFailed}, "False", "False", "True", infrav1alpha1.ReasonRenderFailed},
+		{"paused", outcome{paused: true}, "False", "False", "False", infrav1alpha1.ReasonPaused},
+		{"deleting", outcome{deleting: true}, "False", "True", "False", infrav1alpha1.ReasonDeleting},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.generation = 3
+			var conds []metav1.Condition
+			setConditions(&conds, tc.o)
+			want := map[string]metav1.ConditionStatus{
+				infrav1alpha1.ConditionReady: tc.ready, infrav1alpha1.ConditionProgressing: tc.progressing, infrav1alpha1.ConditionDegraded: tc.degrad,
+			}
+			for _, c := range conds {
+				if c.Status != want[c.Type] || c.Reason != tc.reason || c.ObservedGeneration != 3 {
+					t.Errorf("%s = %s/%s (gen %d), want %s/%s (gen 3)", c.Type, c.Status, c.Reason, c.ObservedGeneration, want[c.Type], tc.reason)
+				}
+			}
+			if len(conds) != 3 {
+				t.Errorf("got %d conditions, want 3", len(conds))
+			}
+		})
+	}
+}
+
+func TestSetConditionsKeepsTransitionTimeWhenUnchanged(t *testing.T) {
+	var conds []metav1.Condition
+	setConditions(&conds, outcome{})
+	first := conds[0].LastTransitionTime
+	conds[0].LastTransitionTime = metav1.NewTime(first.Add(-3600e9))
+	setConditions(&conds, outcome{})
+	if !conds[0].LastTransitionTime.Time.Equal(first.Add(-3600e9)) {
+		t.Error("an unchanged condition got a new transition time, which would write status on every reconcile")
+	}
+}
+
+func TestReasonFor(t *testing.T) {
+	if r := reasonFor(&render.ValuesError{Err: errors.New("x")}); r != infrav1alpha1.ReasonValuesInvalid {
+		t.Errorf("values error → %s", r)
+	}
+	if r := reasonFor(errors.New("x")); r != infrav1alpha1.ReasonRenderFailed {
+		t.Errorf("other error → %s", r)
+	}
+}
+
+func TestWriteStatusKeepsForeignFields(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"installed": int64(1), "phase": "Running"}}}
+	st := engineStatus{ObservedGeneration: 2, Inventory: &infrav1alpha1.Inventory{Entries: []infrav1alpha1.InventoryEntry{{ID: "a_b__C", Version: "v1"}}}}
+	if err := writeStatus(obj, st, map[string]any{"installed": int64(3)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := unstructured.NestedMap(obj.Object, "status")
+	if got["phase"] != "Running" || got["installed"] != int64(3) || got["observedGeneration"] != int64(2) {
+		t.Errorf("status = %v", got)
+	}
+	back, err := readStatus(obj)
+	if err != nil || back.ObservedGeneration != 2 || len(back.Inventory.Entries) != 1 {
+		t.Errorf("readStatus = %+v, %v", back, err)
+	}
+	if !strings.Contains(describe(child("DaemonSet", nil, 1)), "DaemonSet c") {
+		t.Error("describe")
+	}
+}

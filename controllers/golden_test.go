@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/ (make golden)")
+
+// goldenCaps are fixed capabilities, so golden output does not depend on a cluster.
+func goldenCaps() *chartutil.Capabilities {
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
+	return caps
+}
+
+// TestGolden renders each CR under testdata/<chart>/ through its kind's lifecycle and chart,
+// and compares the decorated children with <name>.golden.
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		chart     string
+		lifecycle Lifecycle
+	}{
+		{"genericdaemon", GenericDaemonLifecycle{}},
+	}
+	for _, tc := range cases {
+		chart, err := render.Load(filepath.Join("..", "helm-charts", tc.chart))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs, _ := filepath.Glob(filepath.Join("testdata", tc.chart, "*.yaml"))
+		for _, in := range inputs {
+			t.Run(filepath.Base(in), func(t *testing.T) {
+				got := renderGolden(t, chart, tc.lifecycle, in)
+				golden := strings.TrimSuffix(in, ".yaml") + ".golden"
+				if *update {
+					if err := os.WriteFile(golden, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run `make golden` to create it)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from %s; run `make golden` if the change is intended:\n%s", in, golden, got)
+				}
+			})
+		}
+	}
+}
+
+func renderGolden(t *testing.T, chart *render.Chart, lc Lifecycle, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &cr.Object); err != nil {
+		t.Fatal(err)
+	}
+	values, err := lc.Values(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := chart.Render(render.Input{Name: cr.GetName(), Namespace: cr.GetNamespace(), Values: values, Capabilities: goldenCaps()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, o := range objs {
+		if err := decorate(o, cr, chart.Name(), chart.Version()); err != nil {
+			t.Fatal(err)
+		}
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString("---\n")
+		out.Write(y)
+	}
+	return out.Bytes()
+}

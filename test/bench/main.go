@@ -1,0 +1,164 @@
+// Command bench measures the operator on a private embedded (KWOK) cluster: N GenericDaemons
+// created through the operator against the same chart objects created directly (the floor), a
+// forced resync (an operator restart with nothing changed), and an idle steady-state window.
+// It prints a table and, with -json, writes the figures for run-to-run comparison.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+type options struct {
+	n        int
+	workers  int
+	steady   time.Duration
+	timeout  time.Duration
+	operator string
+	jsonPath string
+	keep     bool
+}
+
+// Report is everything one bench run measured.
+type Report struct {
+	N           int     `json:"n"`
+	Floor       Phase   `json:"floor"`
+	Operator    Phase   `json:"operator"`
+	Resync      Phase   `json:"resync"`
+	Steady      Phase   `json:"steady"`
+	ReadyRatio  float64 `json:"readyRatioToFloor"`
+	WritesRatio float64 `json:"writesRatioToFloor"`
+}
+
+// Phase is one measured stretch of the run.
+type Phase struct {
+	Seconds       float64 `json:"seconds"`
+	Writes        float64 `json:"writes"`
+	WritesPerCR   float64 `json:"writesPerCR"`
+	OperatorCPU   float64 `json:"operatorCPUSeconds,omitempty"`
+	OperatorRSSMB float64 `json:"operatorPeakRSSMiB,omitempty"`
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 500, "GenericDaemons to create")
+	flag.IntVar(&o.workers, "workers", 16, "concurrent creators")
+	flag.DurationVar(&o.steady, "steady", 30*time.Second, "idle window measured after convergence")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for each phase")
+	flag.StringVar(&o.operator, "operator", filepath.Join(framework.RepoRoot(), "bin", "manager"), "operator binary")
+	flag.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file")
+	flag.BoolVar(&o.keep, "keep", false, "keep the cluster and logs after the run")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	work, err := os.MkdirTemp("", "cloudspace-bench-")
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	fmt.Printf("bench: starting a private cluster in %s\n", work)
+	cluster, err := framework.StartCluster(ctx, filepath.Join(work, "cluster"), fmt.Sprintf("bench-%d", os.Getpid()))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if !o.keep {
+			_ = cluster.Stop()
+			_ = os.RemoveAll(work)
+		}
+	}()
+	b, err := newBench(cluster, o, work)
+	if err != nil {
+		return err
+	}
+	rep, err := b.measure(ctx)
+	if err != nil {
+		return err
+	}
+	return report(rep, o.jsonPath)
+}
+
+type bench struct {
+	o       options
+	work    string
+	cluster *framework.Cluster
+	c       client.Client
+	cs      *kubernetes.Clientset
+}
+
+func newBench(cluster *framework.Cluster, o options, work string) (*bench, error) {
+	c, err := client.New(cluster.Config, client.Options{Scheme: framework.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	crds := filepath.Join(framework.RepoRoot(), "config", "crd", "bases")
+	if _, err := envtest.InstallCRDs(cluster.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
+		return nil, fmt.Errorf("installing CRDs: %w", err)
+	}
+	return &bench{o: o, work: work, cluster: cluster, c: c, cs: kubernetes.NewForConfigOrDie(cluster.Config)}, nil
+}
+
+func (b *bench) measure(ctx context.Context) (*Report, error) {
+	rep := &Report{N: b.o.n}
+	var err error
+	if rep.Floor, err = b.floor(ctx); err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	op, err := b.startOperator(ctx, "operator.log")
+	if err != nil {
+		return nil, err
+	}
+	if rep.Operator, err = b.converge(ctx, op); err != nil {
+		return nil, fmt.Errorf("operator: %w", err)
+	}
+	if rep.Steady, err = b.idle(ctx, op); err != nil {
+		return nil, fmt.Errorf("steady state: %w", err)
+	}
+	if err := op.Stop(time.Minute); err != nil {
+		return nil, fmt.Errorf("stopping the operator: %w", err)
+	}
+	if rep.Resync, err = b.resync(ctx); err != nil {
+		return nil, fmt.Errorf("resync: %w", err)
+	}
+	rep.ReadyRatio = rep.Operator.Seconds / rep.Floor.Seconds
+	rep.WritesRatio = rep.Operator.WritesPerCR / rep.Floor.WritesPerCR
+	return rep, nil
+}
+
+func report(r *Report, jsonPath string) error {
+	fmt.Printf("\nGenericDaemons: %d on a 3-node KWOK cluster (2 nodes labelled)\n\n", r.N)
+	fmt.Printf("%-34s %12s %12s %12s %14s\n", "phase", "seconds", "writes/CR", "op CPU-s", "op peak RSS")
+	row := func(name string, p Phase) {
+		fmt.Printf("%-34s %12.1f %12.2f %12.2f %11.1f MiB\n", name, p.Seconds, p.WritesPerCR, p.OperatorCPU, p.OperatorRSSMB)
+	}
+	row("floor: chart objects, no operator", r.Floor)
+	row("operator: until all Ready", r.Operator)
+	row("forced resync (restart)", r.Resync)
+	row(fmt.Sprintf("steady state (%.0fs idle)", r.Steady.Seconds), r.Steady)
+	fmt.Printf("\nready time vs floor: %.2fx   writes per CR vs floor: %.2fx\n", r.ReadyRatio, r.WritesRatio)
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\n", data)
+	if jsonPath != "" {
+		return os.WriteFile(jsonPath, append(data, '\n'), 0o644)
+	}
+	return nil
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+const floorNamespace, operatorNamespace = "bench-floor", "bench-operator"
+
+func benchSpec() infrav1alpha1.GenericDaemonSpec {
+	return infrav1alpha1.GenericDaemonSpec{Image: "busybox:1.36", Label: "logs", Args: []string{"sleep", "infinity"}}
+}
+
+// floor creates, for each of N names, the objects the chart renders for the bench spec, with no
+// operator, and waits until every DaemonSet is ready: the time and writes the cluster itself needs.
+func (b *bench) floor(ctx context.Context) (Phase, error) {
+	chart, err := render.Load(filepath.Join(framework.RepoRoot(), "helm-charts", "genericdaemon"))
+	if err != nil {
+		return Phase{}, err
+	}
+	values, err := valuesFor(benchSpec())
+	if err != nil {
+		return Phase{}, err
+	}
+	if err := b.namespace(ctx, floorNamespace); err != nil {
+		return Phase{}, err
+	}
+	fmt.Printf("bench: floor: %d × the chart's objects, created directly\n", b.o.n)
+	return b.phase(ctx, nil, func() error {
+		err := b.parallel(func(i int) error {
+			objs, err := chart.Render(render.Input{Name: fmt.Sprintf("gd-%d", i), Namespace: floorNamespace, Values: values})
+			if err != nil {
+				return err
+			}
+			for _, o := range objs {
+				if err := b.c.Create(ctx, o); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return b.waitUntil(ctx, b.daemonSetsReady)
+	})
+}
+
+func valuesFor(spec infrav1alpha1.GenericDaemonSpec) (map[string]any, error) {
+	gd := &infrav1alpha1.GenericDaemon{Spec: spec}
+	u, err := toUnstructured(gd)
+	if err != nil {
+		return nil, err
+	}
+	return controllers.GenericDaemonLifecycle{}.Values(u)
+}
+
+// converge creates N GenericDaemons and waits until all are Ready.
+func (b *bench) converge(ctx context.Context, op *framework.Operator) (Phase, error) {
+	if err := b.namespace(ctx, operatorNamespace); err != nil {
+		return Phase{}, err
+	}
+	fmt.Printf("bench: operator: %d GenericDaemons\n", b.o.n)
+	return b.phase(ctx, op, func() error {
+		err := b.parallel(func(i int) error {
+			gd := &infrav1alpha1.GenericDaemon{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: fmt.Sprintf("gd-%d", i)}, Spec: benchSpec()}
+			return b.c.Create(ctx, gd)
+		})
+		if err != nil {
+			return err
+		}
+		return b.waitUntil(ctx, b.genericDaemonsReady)
+	})
+}
+
+// resync starts a new operator over the N unchanged GenericDaemons and waits until it has
+// reconciled every one of them.
+func (b *bench) resync(ctx context.Context) (Phase, error) {
+	fmt.Println("bench: forced resync: a new operator over the unchanged GenericDaemons")
+	op, err := b.startOperator(ctx, "operator-resync.log")
+	if err != nil {
+		return Phase{}, err
+	}
+	defer func() { _ = op.Stop(time.Minute) }()
+	return b.phase(ctx, op, func() error {
+		return b.waitUntil(ctx, func(ctx context.Context) (bool, error) {
+			n, err := reconciles(ctx, op)
+			return n >= float64(b.o.n), err
+		})
+	})
+}
+
+// idle measures the operator with nothing changing.
+func (b *bench) idle(ctx context.Context, op *framework.Operator) (Phase, error) {
+	fmt.Printf("bench: steady state: %s with nothing changing\n", b.o.steady)
+	return b.phase(ctx, op, func() error {
+		time.Sleep(b.o.steady)
+		return nil
+	})
+}
+
+// phase runs fn and records its duration, the API writes it caused and the operator's CPU.
+func (b *bench) phase(ctx context.Context, op *framework.Operator, fn func() error) (Phase, error) {
+	before, err := framework.APIWrites(ctx, b.cs.RESTClient())
+	if err != nil {
+		return Phase{}, err
+	}
+	var u0 framework.ProcessUsage
+	if op != nil {
+		if u0, err = framework.Usage(op.PID()); err != nil {
+			return Phase{}, err
+		}
+	}
+	start := time.Now()
+	if err := fn(); err != nil {
+		return Phase{}, err
+	}
+	p := Phase{Seconds: time.Since(start).Seconds()}
+	after, err := framework.APIWrites(ctx, b.cs.RESTClient())
+	if err != nil {
+		return Phase{}, err
+	}
+	// Leases are the control plane's own heartbeats, not work caused by the phase.
+	p.Writes = framework.Sum(after) - framework.Sum(before) - (after["leases"] - before["leases"])
+	p.WritesPerCR = p.Writes / float64(b.o.n)
+	if op != nil {
+		u1, err := framework.Usage(op.PID())
+		if err != nil {
+			return Phase{}, err
+		}
+		p.OperatorCPU, p.OperatorRSSMB = u1.CPUSeconds-u0.CPUSeconds, u1.PeakRSSMiB
+	}
+	return p, nil
+}
+
+func (b *bench) startOperator(ctx context.Context, logName string) (*framework.Operator, error) {
+	port, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	op, err := framework.StartOperator(b.o.operator, b.cluster.Kubeconfig, filepath.Join(b.work, logName),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false")
+	if err != nil {
+		return nil, err
+	}
+	op.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return op, op.WaitReady(readyCtx)
+}
+
+// reconciles reads the operator's GenericDaemon reconcile count from its metrics endpoint.
+func reconciles(ctx context.Context, op *framework.Operator) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+op.MetricsAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return 0, err
+	}
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(&buf)
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == "genericdaemon.infra.cloudspace.dev" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n, nil
+}
+
+func (b *bench) daemonSetsReady(ctx context.Context) (bool, error) {
+	var list appsv1.DaemonSetList
+	if err := b.c.List(ctx, &list, client.InNamespace(floorNamespace)); err != nil {
+		return false, err
+	}
+	ready := 0
+	for _, ds := range list.Items {
+		s := ds.Status
+		if s.ObservedGeneration == ds.Generation && s.DesiredNumberScheduled > 0 && s.NumberReady == s.DesiredNumberScheduled {
+			ready++
+		}
+	}
+	return ready == b.o.n, nil
+}
+
+func (b *bench) genericDaemonsReady(ctx context.Context) (bool, error) {
+	var list infrav1alpha1.GenericDaemonList
+	if err := b.c.List(ctx, &list, client.InNamespace(operatorNamespace)); err != nil {
+		return false, err
+	}
+	ready := 0
+	for _, gd := range list.Items {
+		if meta.IsStatusConditionTrue(gd.Status.Conditions, infrav1alpha1.ConditionReady) && gd.Status.Installed > 0 {
+			ready++
+		}
+	}
+	return ready == b.o.n, nil
+}
+
+func (b *bench) waitUntil(ctx context.Context, cond wait.ConditionWithContextFunc) error {
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, b.o.timeout, true, cond)
+}
+
+func (b *bench) namespace(ctx context.Context, name string) error {
+	return b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
+// parallel runs fn(0..n-1) on the bench's workers and returns the first error.
+func (b *bench) parallel(fn func(i int) error) error {
+	jobs := make(chan int)
+	errs := make(chan error, b.o.workers)
+	var wg sync.WaitGroup
+	for range b.o.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := fn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for i := range b.o.n {
+			select {
+			case jobs <- i:
+			case err := <-errs:
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+func toUnstructured(obj any) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
