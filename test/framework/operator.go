@@ -20,9 +20,9 @@ type Operator struct {
 	ProbeAddr string
 	// MetricsAddr is where the operator serves metrics, when the caller enabled them.
 	MetricsAddr string
-	LogPath   string
-	cmd       *exec.Cmd
-	done      chan error
+	LogPath     string
+	cmd         *exec.Cmd
+	done        chan error
 }
 
 // StartOperator runs binary against kubeconfig with the repository's watches.yaml, probes on a
