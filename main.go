@@ -36,6 +36,7 @@ type options struct {
 	metricsCertDir       string
 	enableHTTP2          bool
 	probeAddr            string
+	pprofAddr            string
 	leaderElect          bool
 	leaderElectionID     string
 	leaderElectionNS     string
@@ -57,6 +58,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Allow HTTP/2 on the metrics server (off because of the HTTP/2 rapid-reset CVEs).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the Go profiler (/debug/pprof); 0 disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", inCluster(),
 		"Elect a leader so that only one replica reconciles; on by default when running in a cluster.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "cloudspace-operator.infra.cloudspace.dev",
@@ -125,6 +127,7 @@ func managerOptions(o *options) ctrl.Options {
 		Scheme:                        newScheme(),
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNS,

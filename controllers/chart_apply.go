@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -30,24 +33,17 @@ import (
 func (r *ChartReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	desired, err := r.desired(s)
 	if err != nil {
-		s.outcome.failure(reasonFor(err), err)
-		r.event(s.obj, true, infrav1alpha1.EventReconcileFailed, "%v", err)
-		return ctrl.Result{}, reconcile.TerminalError(err)
+		return ctrl.Result{}, reconcile.TerminalError(r.fail(s, reasonFor(err), err))
 	}
 	if err := r.ensureWatches(desired); err != nil {
-		s.outcome.failure(infrav1alpha1.ReasonApplyFailed, err)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
 	live, err := r.applyAll(ctx, s, desired)
 	if err != nil {
-		s.outcome.failure(infrav1alpha1.ReasonApplyFailed, err)
-		r.event(s.obj, true, infrav1alpha1.EventReconcileFailed, "%v", err)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
 	if err := r.prune(ctx, s, desired); err != nil {
-		s.outcome.failure(infrav1alpha1.ReasonPruneFailed, err)
-		r.event(s.obj, true, infrav1alpha1.EventReconcileFailed, "%v", err)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonPruneFailed, err)
 	}
 	s.status.Inventory = &infrav1alpha1.Inventory{Entries: make([]infrav1alpha1.InventoryEntry, 0, len(desired))}
 	for _, d := range desired {
@@ -56,24 +52,69 @@ func (r *ChartReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 	s.status.ObservedGeneration = s.obj.GetGeneration()
 	s.outcome.children = live
 	r.metrics.children.WithLabelValues(r.gvk.Kind, s.obj.GetNamespace(), s.obj.GetName()).Set(float64(len(live)))
-	if s.extra, err = r.lifecycle.Status(s.obj, live); err != nil {
+	observed := live
+	if _, ok := r.lifecycle.(PodObserver); ok {
+		pods, err := r.pods(ctx, s.obj)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		observed = append(slices.Clone(live), pods...)
+	}
+	res, err := r.lifecycle.Status(s.obj, observed)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
-	return r.requeue(s), nil
+	s.extra = res.Fields
+	return r.requeue(s, res.RequeueAfter), nil
 }
 
-// requeue decides when to look again without an event: only on a reconcilePeriod, or while
-// children are not ready and nothing watches them.
-func (r *ChartReconciler) requeue(s *scope) ctrl.Result {
-	if r.watch.ReconcilePeriod > 0 {
-		return ctrl.Result{RequeueAfter: r.watch.ReconcilePeriod}
+// pods lists, from the child cache, the pods the chart's workloads run for obj.
+func (r *ChartReconciler) pods(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "PodList"})
+	err := r.children.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingLabels{LabelName: r.chart.Name(), LabelInstance: obj.GetName()})
+	if err != nil {
+		return nil, fmt.Errorf("listing the pods of %s %s: %w", r.gvk.Kind, obj.GetName(), err)
 	}
-	if !r.watch.WatchesDependents() {
-		if _, waiting := childProblems(s.outcome.children); len(waiting) > 0 {
-			return ctrl.Result{RequeueAfter: r.cfg.pollInterval}
-		}
+	out := make([]*unstructured.Unstructured, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
 	}
-	return ctrl.Result{}
+	return out, nil
+}
+
+// fail records a failure in the outcome and, when it is new, in a Warning event: a resync of a
+// resource that keeps failing the same way writes nothing.
+func (r *ChartReconciler) fail(s *scope, reason string, err error) error {
+	s.outcome.failure(reason, err)
+	prev := meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionDegraded)
+	if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != reason || prev.Message != err.Error() {
+		r.event(s.obj, true, infrav1alpha1.EventReconcileFailed, "%v", err)
+	}
+	return err
+}
+
+// requeue decides when to look again without an event: on a reconcilePeriod, when the
+// lifecycle asks (a timeout that will expire), and while children are not ready. The last is
+// a safety net under the child watches: a rollout whose final status update is seen late is
+// noticed within pollInterval. Ready resources are never polled.
+func (r *ChartReconciler) requeue(s *scope, lifecycleAfter time.Duration) ctrl.Result {
+	after := r.watch.ReconcilePeriod
+	if _, waiting := childProblems(s.outcome.children); len(waiting) > 0 {
+		after = minPositive(after, r.cfg.pollInterval)
+	}
+	return ctrl.Result{RequeueAfter: minPositive(after, lifecycleAfter)}
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // desired returns the decorated children for the CR, rendering only when an input changed:

@@ -32,11 +32,13 @@ import (
 
 // The operator applies whatever its charts render; these are the kinds its own charts use.
 // Children are written with server-side apply (create, patch) and never with update.
-// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons/status,verbs=get;patch
-// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons;workspaces,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons/status;workspaces/status,verbs=get;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons/finalizers;workspaces/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;services;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // ChartReconciler serves one watches.yaml entry: it renders the entry's chart for each custom

@@ -54,6 +54,10 @@ func writeStatus(obj *unstructured.Unstructured, st engineStatus, extra map[stri
 		m[k] = v
 	}
 	for k, v := range extra {
+		if v == nil {
+			delete(m, k) // a field the kind cleared
+			continue
+		}
 		m[k] = runtime.DeepCopyJSONValue(v)
 	}
 	return unstructured.SetNestedMap(obj.Object, m, "status")

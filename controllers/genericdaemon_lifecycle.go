@@ -26,26 +26,27 @@ func (GenericDaemonLifecycle) Values(obj *unstructured.Unstructured) (map[string
 }
 
 // Status reports the DaemonSet's ready and desired node counts.
-func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, children []*unstructured.Unstructured) (map[string]any, error) {
+func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, children []*unstructured.Unstructured) (StatusResult, error) {
 	for _, c := range children {
 		if c.GroupVersionKind() != appsv1.SchemeGroupVersion.WithKind("DaemonSet") {
 			continue
 		}
 		var ds appsv1.DaemonSet
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(c.Object, &ds); err != nil {
-			return nil, fmt.Errorf("decoding DaemonSet %s: %w", c.GetName(), err)
+			return StatusResult{}, fmt.Errorf("decoding DaemonSet %s: %w", c.GetName(), err)
 		}
-		return map[string]any{
+		return StatusResult{Fields: map[string]any{
 			"installed": int64(ds.Status.NumberReady),
 			"desired":   int64(ds.Status.DesiredNumberScheduled),
-		}, nil
+		}}, nil
 	}
-	return map[string]any{"installed": int64(0), "desired": int64(0)}, nil
+	return StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}}, nil
 }
 
 // DefaultLifecycles are the Go lifecycles of the kinds this operator ships.
 func DefaultLifecycles() []Option {
 	return []Option{
 		WithLifecycle(infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), GenericDaemonLifecycle{}),
+		WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{}),
 	}
 }

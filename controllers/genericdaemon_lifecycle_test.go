@@ -9,12 +9,13 @@ import (
 func TestGenericDaemonStatus(t *testing.T) {
 	ds := child("DaemonSet", map[string]any{"desiredNumberScheduled": int64(3), "numberReady": int64(2)}, 1)
 	sa := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount"}}
-	got, err := GenericDaemonLifecycle{}.Status(nil, []*unstructured.Unstructured{sa, ds})
+	res, err := GenericDaemonLifecycle{}.Status(nil, []*unstructured.Unstructured{sa, ds})
+	got := res.Fields
 	if err != nil || got["installed"] != int64(2) || got["desired"] != int64(3) {
 		t.Errorf("status = %v, %v; want installed 2, desired 3", got, err)
 	}
-	got, _ = GenericDaemonLifecycle{}.Status(nil, []*unstructured.Unstructured{sa})
-	if got["installed"] != int64(0) {
+	res, _ = GenericDaemonLifecycle{}.Status(nil, []*unstructured.Unstructured{sa})
+	if got = res.Fields; got["installed"] != int64(0) {
 		t.Errorf("without a DaemonSet: %v, want zero counts", got)
 	}
 }

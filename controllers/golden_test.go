@@ -21,6 +21,8 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 func goldenCaps() *chartutil.Capabilities {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
+	// Discovery lists kinds too (see capabilities.fetch); charts test for them.
+	caps.APIVersions = append(caps.APIVersions, "networking.k8s.io/v1/Ingress")
 	return caps
 }
 
@@ -32,6 +34,7 @@ func TestGolden(t *testing.T) {
 		lifecycle Lifecycle
 	}{
 		{"genericdaemon", GenericDaemonLifecycle{}},
+		{"workspace", WorkspaceLifecycle{}},
 	}
 	for _, tc := range cases {
 		chart, err := render.Load(filepath.Join("..", "helm-charts", tc.chart))

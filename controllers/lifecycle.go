@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -14,12 +16,30 @@ type Lifecycle interface {
 
 	// Status returns kind-specific status fields computed from obj and its live children
 	// (for example a count of ready nodes). They are written next to the engine's own fields.
-	Status(obj *unstructured.Unstructured, children []*unstructured.Unstructured) (map[string]any, error)
+	// For a PodObserver, children also holds the pods of the chart's workloads.
+	Status(obj *unstructured.Unstructured, children []*unstructured.Unstructured) (StatusResult, error)
 
 	// Teardown runs when obj is deleted, before the engine deletes the children. It returns the
 	// children that must outlive obj; the engine releases those (drops its owner reference and
 	// labels) instead of deleting them.
 	Teardown(obj *unstructured.Unstructured, children []*unstructured.Unstructured) (keep []*unstructured.Unstructured, err error)
+}
+
+// StatusResult is what Lifecycle.Status computed.
+type StatusResult struct {
+	// Fields are set in the resource's status next to the engine's own.
+	Fields map[string]any
+	// RequeueAfter, when positive, asks to look again after this long even if nothing changes
+	// (for example when a start timeout will expire).
+	RequeueAfter time.Duration
+}
+
+// PodObserver is implemented by lifecycles whose status needs the pods that the chart's
+// workloads run (for a node name or an address). The chart must label those pods with
+// app.kubernetes.io/managed-by: cloudspace-operator, app.kubernetes.io/name: <chart name> and
+// app.kubernetes.io/instance: <release name>; pod changes then reconcile the resource.
+type PodObserver interface {
+	ObservesPods()
 }
 
 // ChartOnly is the lifecycle of a kind with no Go code: the chart's values are the CR's spec,
@@ -33,8 +53,8 @@ func (ChartOnly) Values(obj *unstructured.Unstructured) (map[string]any, error) 
 }
 
 // Status adds nothing.
-func (ChartOnly) Status(*unstructured.Unstructured, []*unstructured.Unstructured) (map[string]any, error) {
-	return nil, nil
+func (ChartOnly) Status(*unstructured.Unstructured, []*unstructured.Unstructured) (StatusResult, error) {
+	return StatusResult{}, nil
 }
 
 // Teardown keeps nothing.

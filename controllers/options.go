@@ -77,8 +77,8 @@ func WithNamespaces(ns []string) Option {
 	}
 }
 
-// WithPollInterval sets how often a kind that does not watch its children (watchDependentResources:
-// false) is re-read while they are not ready (default 10s).
+// WithPollInterval sets how often a resource whose children are not ready yet is looked at again
+// without an event (default 10s); ready resources are never polled.
 func WithPollInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -1,9 +1,11 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,7 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
@@ -117,6 +122,27 @@ func (r *ChartReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("building controller %s: %w", r.name(), err)
 	}
 	r.controller = c
+	if _, ok := r.lifecycle.(PodObserver); ok {
+		return r.watchPods()
+	}
+	return nil
+}
+
+// watchPods maps the chart's pods (not children: a ReplicaSet owns them) back to their
+// resource by the chart-name and instance labels.
+func (r *ChartReconciler) watchPods() error {
+	pod := &unstructured.Unstructured{}
+	pod.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		labels := o.GetLabels()
+		if labels[LabelName] != r.chart.Name() || labels[LabelInstance] == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: labels[LabelInstance]}}}
+	})
+	if err := r.controller.Watch(source.Kind[client.Object](r.children, pod, toOwner)); err != nil {
+		return fmt.Errorf("watching the pods of %s: %w", r.gvk.Kind, err)
+	}
 	return nil
 }
 

@@ -36,6 +36,9 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func(contex
 func dumpState(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
+	if path, err := operator.DumpGoroutines(ctx); err == nil {
+		t.Logf("operator goroutines: %s", path)
+	}
 	var gds infrav1alpha1.GenericDaemonList
 	if err := k8sClient.List(ctx, &gds); err == nil {
 		for _, gd := range gds.Items {

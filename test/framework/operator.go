@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,9 +21,11 @@ type Operator struct {
 	ProbeAddr string
 	// MetricsAddr is where the operator serves metrics, when the caller enabled them.
 	MetricsAddr string
-	LogPath     string
-	cmd         *exec.Cmd
-	done        chan error
+	// PprofAddr serves /debug/pprof, for goroutine dumps when a test fails.
+	PprofAddr string
+	LogPath   string
+	cmd       *exec.Cmd
+	done      chan error
 }
 
 // StartOperator runs binary against kubeconfig with the repository's watches.yaml, probes on a
@@ -32,9 +35,17 @@ func StartOperator(binary, kubeconfig, logPath string, extraArgs ...string) (*Op
 	if err != nil {
 		return nil, err
 	}
-	o := &Operator{ProbeAddr: fmt.Sprintf("127.0.0.1:%d", port), LogPath: logPath, done: make(chan error, 1)}
+	pprofPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	o := &Operator{
+		ProbeAddr: fmt.Sprintf("127.0.0.1:%d", port), PprofAddr: fmt.Sprintf("127.0.0.1:%d", pprofPort),
+		LogPath: logPath, done: make(chan error, 1),
+	}
 	args := append([]string{
 		"--health-probe-bind-address=" + o.ProbeAddr,
+		"--pprof-bind-address=" + o.PprofAddr,
 		"--leader-elect=false",
 		"--watches-file=" + filepath.Join(RepoRoot(), "watches.yaml"),
 		"--zap-devel=false",
@@ -83,6 +94,27 @@ func (o *Operator) Probe(ctx context.Context, path string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// DumpGoroutines writes the operator's goroutine stacks next to its log and returns the path.
+func (o *Operator) DumpGoroutines(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.PprofAddr+"/debug/pprof/goroutine?debug=2", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	path := o.LogPath + ".goroutines"
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return path, err
 }
 
 // Stop sends SIGTERM and waits for the exit; it returns the process's exit error, if any.

@@ -17,7 +17,8 @@ import (
 
 // The resources the operator writes for these kinds; other writers (the API server's own
 // leases) are left out of the count.
-var operatorResources = []string{"genericdaemons", "demos", "daemonsets", "serviceaccounts", "configmaps", "services", "events"}
+var operatorResources = []string{"genericdaemons", "workspaces", "demos", "daemonsets", "deployments", "serviceaccounts",
+	"configmaps", "services", "persistentvolumeclaims", "networkpolicies", "ingresses", "events"}
 
 // TestForcedResyncMakesNoWrites restarts the operator, which re-reads and reconciles every CR
 // from scratch with no memory of earlier work, and counts the write requests the API server

@@ -1,0 +1,219 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WorkspacePhase is where a workspace is in its life.
+// +kubebuilder:validation:Enum=Pending;Starting;Running;Stopping;Stopped;Failed
+type WorkspacePhase string
+
+// Workspace phases.
+const (
+	// WorkspacePending: accepted; nothing is scheduled yet.
+	WorkspacePending WorkspacePhase = "Pending"
+	// WorkspaceStarting: the IDE pod exists and is not ready yet.
+	WorkspaceStarting WorkspacePhase = "Starting"
+	// WorkspaceRunning: the IDE is ready at status.url.
+	WorkspaceRunning WorkspacePhase = "Running"
+	// WorkspaceStopping: spec.running is false and the IDE pod is going away.
+	WorkspaceStopping WorkspacePhase = "Stopping"
+	// WorkspaceStopped: no IDE pod; the storage is kept.
+	WorkspaceStopped WorkspacePhase = "Stopped"
+	// WorkspaceFailed: the IDE did not become ready within spec.startTimeout; see status.message.
+	WorkspaceFailed WorkspacePhase = "Failed"
+)
+
+// ReclaimPolicy says what happens to a workspace's storage when the workspace is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type ReclaimPolicy string
+
+const (
+	// ReclaimRetain keeps the PersistentVolumeClaim, unowned and labelled, for a later workspace
+	// of the same name and namespace to adopt.
+	ReclaimRetain ReclaimPolicy = "Retain"
+	// ReclaimDelete deletes the PersistentVolumeClaim with the workspace.
+	ReclaimDelete ReclaimPolicy = "Delete"
+)
+
+// WorkspaceResources limit the IDE container (the seed's ResourceLimit, less storage).
+type WorkspaceResources struct {
+	// CPU is the IDE's CPU limit.
+	// +kubebuilder:default="1"
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// Memory is the IDE's memory limit and request.
+	// +kubebuilder:default="2Gi"
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// WorkspaceStorage is the workspace's persistent home directory.
+type WorkspaceStorage struct {
+	// Size of the volume.
+	// +kubebuilder:default="10Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+	// StorageClassName of the claim; the cluster's default class when empty.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+	// ReclaimPolicy: Delete (default) removes the volume with the workspace; Retain keeps it.
+	// +kubebuilder:default=Delete
+	// +optional
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// WorkspaceGit is a repository cloned into the workspace on its first start.
+type WorkspaceGit struct {
+	// URL of the repository (https or ssh).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('git@')",message="must be an https, http, ssh or git@ URL"
+	URL string `json:"url"`
+	// Ref is the branch or tag to check out; the repository's default branch when empty.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Ref string `json:"ref,omitempty"`
+}
+
+// WorkspaceIngress exposes the IDE at a host name.
+type WorkspaceIngress struct {
+	// Host is the DNS name the IDE is served at.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Host string `json:"host"`
+	// ClassName is the IngressClass; the cluster's default when empty.
+	// +optional
+	ClassName *string `json:"className,omitempty"`
+}
+
+// WorkspaceSpec is a browser IDE a user asked for.
+type WorkspaceSpec struct {
+	// Owner is the user the workspace belongs to. It cannot change.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9._]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="owner is immutable"
+	// +required
+	Owner string `json:"owner"`
+
+	// Image is the IDE image (code-server or one built on it).
+	// +kubebuilder:default="codercom/code-server:4.96.4"
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="must not contain spaces"
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Port the IDE listens on.
+	// +kubebuilder:default=8080
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Running starts (true, the default) or stops (false) the IDE; stopping keeps the storage.
+	// +kubebuilder:default=true
+	// +optional
+	Running *bool `json:"running,omitempty"`
+
+	// Resources limit the IDE.
+	// +kubebuilder:default={}
+	// +optional
+	Resources WorkspaceResources `json:"resources,omitempty"`
+
+	// Storage is the workspace's persistent volume.
+	// +kubebuilder:default={}
+	// +optional
+	Storage WorkspaceStorage `json:"storage,omitempty"`
+
+	// Git, when set, is cloned into the workspace the first time it starts.
+	// +optional
+	Git *WorkspaceGit `json:"git,omitempty"`
+
+	// Env sets environment variables in the IDE.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// Ingress, when set, serves the IDE at a host name (if the cluster has the Ingress API).
+	// +optional
+	Ingress *WorkspaceIngress `json:"ingress,omitempty"`
+
+	// StartTimeout is how long the IDE may take to become ready before the phase is Failed.
+	// +kubebuilder:default="5m"
+	// +optional
+	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
+}
+
+// WorkspaceStatus is what the operator observed of the workspace.
+type WorkspaceStatus struct {
+	// ObservedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase summarizes the IDE's state.
+	// +optional
+	Phase WorkspacePhase `json:"phase,omitempty"`
+	// Message says why the phase is what it is (for Failed, the reason).
+	// +optional
+	Message string `json:"message,omitempty"`
+	// NodeName is the node the IDE runs on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// PodIP is the IDE pod's address.
+	// +optional
+	PodIP string `json:"podIP,omitempty"`
+	// Port is the port the IDE serves on.
+	// +optional
+	Port int32 `json:"port,omitempty"`
+	// URL is where the IDE is reached: the ingress host, else the in-cluster Service.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// StartedAt is when the IDE last became ready.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// StartRequestedAt is when the current start began; the start timeout counts from it.
+	// +optional
+	StartRequestedAt *metav1.Time `json:"startRequestedAt,omitempty"`
+	// Conditions are Ready, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Inventory lists the children the operator applied.
+	// +optional
+	Inventory *Inventory `json:"inventory,omitempty"`
+}
+
+// Workspace is a browser IDE (code-server) with its own storage, limits, start/stop and a URL.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ws,categories=cloudspace
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.owner`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
+// +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.podIP`,priority=1
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Workspace struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WorkspaceSpec   `json:"spec"`
+	Status WorkspaceStatus `json:"status,omitempty"`
+}
+
+// WorkspaceList is a list of Workspaces.
+// +kubebuilder:object:root=true
+type WorkspaceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Workspace `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Workspace{}, &WorkspaceList{})
+}

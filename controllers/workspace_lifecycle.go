@@ -1,0 +1,127 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// Defaults that also stand in the CRD (for objects created before a default was added).
+const (
+	defaultWorkspaceImage   = "codercom/code-server:4.96.4"
+	defaultWorkspacePort    = 8080
+	defaultWorkspaceTimeout = 5 * time.Minute
+)
+
+// WorkspaceLifecycle is Workspace's Go code: values from the typed spec; phase, node, address
+// and URL from the IDE pod, with the start timeout; and the storage kept on delete when the
+// reclaim policy says Retain.
+type WorkspaceLifecycle struct {
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+var (
+	_ Lifecycle   = WorkspaceLifecycle{}
+	_ PodObserver = WorkspaceLifecycle{}
+)
+
+// ObservesPods asks the engine for the IDE pods.
+func (WorkspaceLifecycle) ObservesPods() {}
+
+func (l WorkspaceLifecycle) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+func decodeWorkspace(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, error) {
+	ws := &infrav1alpha1.Workspace{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, ws); err != nil {
+		return nil, fmt.Errorf("decoding workspace: %w", err)
+	}
+	return ws, nil
+}
+
+// Values maps the spec onto helm-charts/workspace's values.
+func (WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
+	ws, err := decodeWorkspace(obj)
+	if err != nil {
+		return nil, err
+	}
+	s := ws.Spec
+	vals := map[string]any{
+		"owner":   s.Owner,
+		"image":   orDefault(s.Image, defaultWorkspaceImage),
+		"port":    int64(orDefault(s.Port, defaultWorkspacePort)),
+		"running": s.Running == nil || *s.Running,
+		"resources": map[string]any{
+			"cpu":    quantityOr(s.Resources.CPU, "1"),
+			"memory": quantityOr(s.Resources.Memory, "2Gi"),
+		},
+		"storage": map[string]any{"size": quantityOr(s.Storage.Size, "10Gi"), "storageClassName": deref(s.Storage.StorageClassName)},
+	}
+	if s.Git != nil {
+		vals["git"] = map[string]any{"url": s.Git.URL, "ref": s.Git.Ref}
+	}
+	if s.Ingress != nil {
+		vals["ingress"] = map[string]any{"host": s.Ingress.Host, "className": deref(s.Ingress.ClassName)}
+	}
+	if len(s.Env) > 0 {
+		env, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+			Env []corev1.EnvVar `json:"env"`
+		}{s.Env})
+		if err != nil {
+			return nil, err
+		}
+		vals["env"] = env["env"]
+	}
+	return vals, nil
+}
+
+func orDefault[T comparable](v, d T) T {
+	var zero T
+	if v == zero {
+		return d
+	}
+	return v
+}
+
+func quantityOr(q *resource.Quantity, d string) string {
+	if q == nil || q.IsZero() {
+		return d
+	}
+	return q.String()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Teardown keeps the home volume when the reclaim policy is Retain.
+func (WorkspaceLifecycle) Teardown(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	ws, err := decodeWorkspace(obj)
+	if err != nil {
+		return nil, err
+	}
+	if ws.Spec.Storage.ReclaimPolicy != infrav1alpha1.ReclaimRetain {
+		return nil, nil
+	}
+	var keep []*unstructured.Unstructured
+	for _, c := range children {
+		if c.GetKind() == "PersistentVolumeClaim" {
+			keep = append(keep, c)
+		}
+	}
+	return keep, nil
+}

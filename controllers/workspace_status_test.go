@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func workspace(running bool, prev infrav1alpha1.WorkspaceStatus) *infrav1alpha1.Workspace {
+	return &infrav1alpha1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-go", Namespace: "ides"},
+		Spec: infrav1alpha1.WorkspaceSpec{Owner: "alice", Running: ptr.To(running), Port: 8080,
+			StartTimeout: &metav1.Duration{Duration: 2 * time.Minute}},
+		Status: prev,
+	}
+}
+
+func pod(node string, phase corev1.PodPhase, ready bool, waiting string) corev1.Pod {
+	p := corev1.Pod{Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase, PodIP: "10.0.0.7"}}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(t0.Add(-time.Minute))}}
+	if waiting != "" {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "ide", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}}}}
+	}
+	return p
+}
+
+func TestWorkspacePhases(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-30 * time.Second))
+	long := metav1.NewTime(t0.Add(-3 * time.Minute))
+	deleting := pod("n1", corev1.PodRunning, true, "")
+	deleting.DeletionTimestamp = &started
+	cases := []struct {
+		name    string
+		ws      *infrav1alpha1.Workspace
+		pods    []corev1.Pod
+		phase   infrav1alpha1.WorkspacePhase
+		msg     string
+		node    string
+		requeue bool
+	}{
+		{"new: no pod yet", workspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true},
+		{"unscheduled", workspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true},
+		{"pulling", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceStarting, "ContainerCreating", "", true},
+		{"ready", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false},
+		{"start timed out", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &long}),
+			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, infrav1alpha1.WorkspaceFailed, "within 2m0s: ide: ImagePullBackOff", "", false},
+		{"failed recovers when ready", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &long}),
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false},
+		{"stopping", workspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}),
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceStopping, "exit", "", false},
+		{"stopped", workspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}),
+			[]corev1.Pod{deleting}, infrav1alpha1.WorkspaceStopped, "storage is kept", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := workspaceStatus(tc.ws, tc.pods, t0)
+			if st.Phase != tc.phase || !strings.Contains(st.Message, tc.msg) || st.NodeName != tc.node {
+				t.Errorf("status = %s %q on %q, want %s containing %q on %q", st.Phase, st.Message, st.NodeName, tc.phase, tc.msg, tc.node)
+			}
+			if got := untilTimeout(tc.ws, st, t0) > 0; got != tc.requeue {
+				t.Errorf("requeue for the timeout = %v, want %v", got, tc.requeue)
+			}
+			if st.Port != 8080 || st.URL != "http://alice-go.ides.svc:8080/" {
+				t.Errorf("port %d url %s", st.Port, st.URL)
+			}
+		})
+	}
+}
+
+func TestWorkspaceStartTimeoutCountsFromTheStart(t *testing.T) {
+	ws := workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopped})
+	st := workspaceStatus(ws, nil, t0)
+	if st.StartRequestedAt == nil || !st.StartRequestedAt.Time.Equal(t0) {
+		t.Fatalf("startRequestedAt = %v, want now when a stopped workspace starts", st.StartRequestedAt)
+	}
+	if d := untilTimeout(ws, st, t0.Add(90*time.Second)); d != 30*time.Second {
+		t.Errorf("90s into a 2m timeout: requeue after %s, want 30s", d)
+	}
+	ws.Status = st
+	later := workspaceStatus(ws, nil, t0.Add(90*time.Second))
+	if !later.StartRequestedAt.Time.Equal(t0) {
+		t.Errorf("the start time moved to %v while still starting", later.StartRequestedAt)
+	}
+}
+
+func TestWorkspaceValuesAndTeardown(t *testing.T) {
+	ws := workspace(false, infrav1alpha1.WorkspaceStatus{})
+	ws.Spec.Ingress = &infrav1alpha1.WorkspaceIngress{Host: "alice.ide.example.com"}
+	ws.Spec.Storage.ReclaimPolicy = infrav1alpha1.ReclaimRetain
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	vals, err := WorkspaceLifecycle{}.Values(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vals["running"] != false || vals["image"] != defaultWorkspaceImage || vals["port"] != int64(8080) {
+		t.Errorf("values = %v", vals)
+	}
+	if size, _, _ := unstructured.NestedString(vals, "storage", "size"); size != "10Gi" {
+		t.Errorf("storage size = %q, want the 10Gi default", size)
+	}
+	pvc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim"}}
+	dep := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"}}
+	keep, err := WorkspaceLifecycle{}.Teardown(u, []*unstructured.Unstructured{dep, pvc})
+	if err != nil || len(keep) != 1 || keep[0] != pvc {
+		t.Errorf("Retain keeps %v, want the PVC only", keep)
+	}
+	ws.Spec.Storage.ReclaimPolicy = infrav1alpha1.ReclaimDelete
+	obj, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ws)
+	if keep, _ := (WorkspaceLifecycle{}).Teardown(&unstructured.Unstructured{Object: obj}, []*unstructured.Unstructured{pvc}); len(keep) != 0 {
+		t.Errorf("Delete keeps %v", keep)
+	}
+	if workspaceURL(ws) != "http://alice.ide.example.com/" {
+		t.Errorf("url = %s", workspaceURL(ws))
+	}
+}
