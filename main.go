@@ -26,6 +26,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
@@ -43,7 +44,15 @@ type options struct {
 	watchesFile          string
 	watchNamespaces      []string
 	gracefulShutdownTime time.Duration
+	grpc                 grpcOptions
 	zap                  zap.Options
+}
+
+// grpcOptions configure the workspace API.
+type grpcOptions struct {
+	addr, certFile, keyFile, tokenSecret, namespaces string
+	maxWait                                          time.Duration
+	maxWorkspaces, maxRunning                        int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -69,6 +78,16 @@ func parseFlags(args []string) (*options, error) {
 		"Path of watches.yaml, which maps each kind to its chart (env WATCHES_FILE).")
 	fs.DurationVar(&o.gracefulShutdownTime, "graceful-shutdown-timeout", 30*time.Second,
 		"How long running reconciles may take to finish on shutdown.")
+	fs.StringVar(&o.grpc.addr, "grpc-bind-address", "0", "Address of the workspace gRPC API, e.g. :9443; 0 disables it.")
+	fs.StringVar(&o.grpc.certFile, "grpc-tls-cert-file", "", "TLS certificate of the gRPC API; a self-signed one when empty.")
+	fs.StringVar(&o.grpc.keyFile, "grpc-tls-key-file", "", "TLS key of the gRPC API.")
+	fs.StringVar(&o.grpc.tokenSecret, "grpc-token-secret", "cloudspace-operator-system/cloudspace-api-tokens",
+		"namespace/name of the Secret of API tokens: each key a user, each value that user's bearer token.")
+	fs.StringVar(&o.grpc.namespaces, "workspace-namespaces", "cloudspace-workspaces",
+		"Comma list of namespaces the API creates workspaces in; the first is the default.")
+	fs.DurationVar(&o.grpc.maxWait, "grpc-max-wait", 5*time.Minute, "Longest a create-and-wait call waits, whatever its deadline.")
+	fs.IntVar(&o.grpc.maxWorkspaces, "quota-max-workspaces", 5, "Workspaces each API user may have.")
+	fs.IntVar(&o.grpc.maxRunning, "quota-max-running", 2, "Running workspaces each API user may have.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -137,6 +156,24 @@ func managerOptions(o *options) ctrl.Options {
 	}
 }
 
+// setupGRPC adds the workspace API to the manager when an address is set.
+func setupGRPC(mgr ctrl.Manager, g grpcOptions) error {
+	if g.addr == "0" || g.addr == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(g.tokenSecret, "/")
+	if !ok {
+		return fmt.Errorf("--grpc-token-secret %q must be namespace/name", g.tokenSecret)
+	}
+	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(g.certFile, g.keyFile),
+		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
+		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning))
+	if err != nil {
+		return fmt.Errorf("setting up the gRPC API: %w", err)
+	}
+	return mgr.Add(srv)
+}
+
 // cacheSynced is a readiness check: the operator is ready once its informers have synced.
 func cacheSynced(c cache.Cache) healthz.Checker {
 	return func(req *http.Request) error {
@@ -166,6 +203,9 @@ func run(ctx context.Context, o *options) error {
 	opts := append(controllers.DefaultLifecycles(), controllers.WithNamespaces(o.watchNamespaces))
 	if err := controllers.Setup(mgr, ws, opts...); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
+	}
+	if err := setupGRPC(mgr, o.grpc); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)

@@ -7,6 +7,9 @@
 #   DEV_CLUSTER_DIR   state, logs and kubeconfig (default: <repo>/.dev-cluster)
 #   DEV_CLUSTER_NAME  kwokctl cluster name (default: cloudspace)
 #
+# Storage: a default StorageClass "standard" provisioned with hostPath volumes by the controller
+# manager (development only), so that Workspace volumes bind and their pods run.
+#
 # Node labels (so that GenericDaemon tests can target a subset):
 #   dev-node-1  logs=true  cloudspace.dev/pool=general  topology.kubernetes.io/zone=zone-a
 #   dev-node-2  logs=true  cloudspace.dev/pool=gpu      topology.kubernetes.io/zone=zone-b
@@ -43,6 +46,25 @@ componentsPatches:
   extraArgs:
   - key: pvclaimbinder-sync-period
     value: 1s
+  # Dynamic hostPath volumes (under /tmp/hostpath_pv) for the default StorageClass: a
+  # development-only provisioner built into the controller manager.
+  - key: enable-hostpath-provisioner
+    value: "true"
+EOF
+}
+
+storage() {
+  cat <<EOF
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kubernetes.io/host-path
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
 EOF
 }
 
@@ -101,7 +123,7 @@ up() {
   step "starting cluster $name from $bin"
   "$bin/kwokctl" create cluster --name "$name" --config "$dir/kwokctl.yaml" --wait 2m
   "$bin/kwokctl" get kubeconfig --name "$name" >"$KUBECONFIG.tmp" && mv "$KUBECONFIG.tmp" "$KUBECONFIG"
-  nodes | "$bin/kubectl" apply --server-side -f - >/dev/null
+  { nodes; storage; } | "$bin/kubectl" apply --server-side -f - >/dev/null
   "$bin/kubectl" wait --for=condition=Ready node --all --timeout=60s >/dev/null
   step "ready in $((SECONDS - start))s; export KUBECONFIG=$KUBECONFIG"
 }

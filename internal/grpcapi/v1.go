@@ -1,0 +1,190 @@
+package grpcapi
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+)
+
+var v1Fields = fields{
+	name: "workspace.name", namespace: "workspace.namespace", image: "workspace.image", port: "workspace.port",
+	cpu: "workspace.cpu", memory: "workspace.memory", storage: "workspace.storage", git: "workspace.git_url",
+}
+
+var refFields = fields{name: "name", namespace: "namespace"}
+
+// v1Service serves cloudspace.v1.WorkspaceService.
+type v1Service struct {
+	workspacev1.UnimplementedWorkspaceServiceServer
+	w *workspaces
+}
+
+func (s *v1Service) Create(ctx context.Context, in *workspacev1.CreateWorkspaceRequest) (*workspacev1.Workspace, error) {
+	r := in.GetWorkspace()
+	sp := spec{name: r.GetName(), namespace: r.GetNamespace(), image: r.GetImage(), port: r.GetPort(),
+		cpu: r.GetCpu(), memory: r.GetMemory(), storage: r.GetStorage(), git: r.GetGitUrl(), retain: r.GetRetainStorage()}
+	if err := s.w.validate(&sp, v1Fields); err != nil {
+		return nil, err
+	}
+	ws, err := s.w.create(ctx, userFrom(ctx), sp, in.GetWait())
+	if err != nil {
+		return nil, err
+	}
+	return toV1(ws), nil
+}
+
+func (s *v1Service) Get(ctx context.Context, in *workspacev1.WorkspaceRef) (*workspacev1.Workspace, error) {
+	ws, err := s.w.owned(ctx, userFrom(ctx), in.GetNamespace(), in.GetName(), refFields)
+	if err != nil {
+		return nil, err
+	}
+	return toV1(ws), nil
+}
+
+func (s *v1Service) List(ctx context.Context, in *workspacev1.ListWorkspacesRequest) (*workspacev1.ListWorkspacesResponse, error) {
+	ns := in.GetNamespace()
+	if ns != "" {
+		var err error
+		if ns, err = s.w.namespaceFor(ns, "namespace"); err != nil {
+			return nil, err
+		}
+	}
+	list, err := s.w.userWorkspaces(ctx, userFrom(ctx), ns)
+	if err != nil {
+		return nil, err
+	}
+	out := &workspacev1.ListWorkspacesResponse{}
+	for i := range list {
+		out.Workspaces = append(out.Workspaces, toV1(&list[i]))
+	}
+	return out, nil
+}
+
+func (s *v1Service) Start(ctx context.Context, in *workspacev1.StartWorkspaceRequest) (*workspacev1.Workspace, error) {
+	ref := in.GetRef()
+	key := types.NamespacedName{Namespace: ref.GetNamespace(), Name: ref.GetName()}
+	poke, stop := s.w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Name == key.Name })
+	defer stop()
+	ws, err := s.w.setRunning(ctx, userFrom(ctx), ref.GetNamespace(), ref.GetName(), true, refFields)
+	if err != nil || !in.GetWait() {
+		return toV1OrNil(ws), err
+	}
+	// Starting an existing workspace never deletes it, whatever happens.
+	ws, err = s.w.waitRunning(ctx, types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}, ws.UID, poke, false)
+	return toV1OrNil(ws), err
+}
+
+func (s *v1Service) Stop(ctx context.Context, in *workspacev1.WorkspaceRef) (*workspacev1.Workspace, error) {
+	ws, err := s.w.setRunning(ctx, userFrom(ctx), in.GetNamespace(), in.GetName(), false, refFields)
+	return toV1OrNil(ws), err
+}
+
+func (s *v1Service) Delete(ctx context.Context, in *workspacev1.WorkspaceRef) (*workspacev1.DeleteWorkspaceResponse, error) {
+	if err := s.w.delete(ctx, userFrom(ctx), in.GetNamespace(), in.GetName(), refFields); err != nil {
+		return nil, err
+	}
+	return &workspacev1.DeleteWorkspaceResponse{}, nil
+}
+
+// Watch streams the user's workspaces: their state when the call starts, then every phase
+// change and deletion, until the caller ends the call.
+func (s *v1Service) Watch(in *workspacev1.WatchWorkspacesRequest, stream workspacev1.WorkspaceService_WatchServer) error {
+	ctx := stream.Context()
+	user := userFrom(ctx)
+	ns := in.GetNamespace()
+	if ns != "" {
+		var err error
+		if ns, err = s.w.namespaceFor(ns, "namespace"); err != nil {
+			return err
+		}
+	}
+	if in.GetName() != "" {
+		if err := validName(in.GetName(), "name"); err != nil {
+			return err
+		}
+	}
+	poke, stop := s.w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Spec.Owner == user })
+	defer stop()
+	sent := map[types.NamespacedName]string{}
+	for {
+		if err := s.sendChanges(ctx, stream, user, ns, in.GetName(), sent); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-poke:
+		}
+	}
+}
+
+// sendChanges compares the user's workspaces with what the stream has been told and sends
+// the differences.
+func (s *v1Service) sendChanges(ctx context.Context, stream workspacev1.WorkspaceService_WatchServer, user, ns, name string, sent map[types.NamespacedName]string) error {
+	list, err := s.w.userWorkspaces(ctx, user, ns)
+	if err != nil {
+		return err
+	}
+	seen := map[types.NamespacedName]bool{}
+	for i := range list {
+		ws := &list[i]
+		if name != "" && ws.Name != name {
+			continue
+		}
+		key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
+		seen[key] = true
+		prev, known := sent[key]
+		typ := workspacev1.WorkspaceEvent_PHASE_CHANGED
+		if !known {
+			typ = workspacev1.WorkspaceEvent_ADDED
+		} else if prev == string(ws.Status.Phase) {
+			continue
+		}
+		sent[key] = string(ws.Status.Phase)
+		if err := stream.Send(&workspacev1.WorkspaceEvent{Type: typ, Workspace: toV1(ws)}); err != nil {
+			return err
+		}
+	}
+	for key := range sent {
+		if !seen[key] {
+			delete(sent, key)
+			ev := &workspacev1.WorkspaceEvent{Type: workspacev1.WorkspaceEvent_DELETED, Workspace: &workspacev1.Workspace{Name: key.Name, Namespace: key.Namespace, Owner: user}}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func toV1OrNil(ws *infrav1alpha1.Workspace) *workspacev1.Workspace {
+	if ws == nil {
+		return nil
+	}
+	return toV1(ws)
+}
+
+func toV1(ws *infrav1alpha1.Workspace) *workspacev1.Workspace {
+	out := &workspacev1.Workspace{
+		Name: ws.Name, Namespace: ws.Namespace, Owner: ws.Spec.Owner, Image: ws.Spec.Image, Port: uint32(ws.Spec.Port),
+		Running: ws.Spec.Running == nil || *ws.Spec.Running, Phase: string(ws.Status.Phase), Message: ws.Status.Message,
+		NodeName: ws.Status.NodeName, PodIp: ws.Status.PodIP, Url: ws.Status.URL,
+		RetainStorage: ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain,
+	}
+	if q := ws.Spec.Resources.CPU; q != nil {
+		out.Cpu = q.String()
+	}
+	if q := ws.Spec.Resources.Memory; q != nil {
+		out.Memory = q.String()
+	}
+	if q := ws.Spec.Storage.Size; q != nil {
+		out.Storage = q.String()
+	}
+	if ws.Spec.Git != nil {
+		out.GitUrl = ws.Spec.Git.URL
+	}
+	return out
+}

@@ -1,0 +1,317 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// OwnerLabel carries a workspace's owner, so that a user's workspaces are found by label.
+const OwnerLabel = "infra.cloudspace.dev/owner"
+
+// maxNameLength leaves room for the children's suffixes ("-home") in a 63-character name.
+const maxNameLength = 45
+
+var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+// spec is a create request in either API's terms.
+type spec struct {
+	name, namespace, image    string
+	port                      uint32
+	cpu, memory, storage, git string
+	retain                    bool
+}
+
+// fields names each spec field as the caller's message spells it, for InvalidArgument.
+type fields struct {
+	name, namespace, image, port, cpu, memory, storage, git string
+}
+
+// workspaces is what both services share: the cluster client, the notifier and the limits.
+type workspaces struct {
+	c        client.Client
+	notifier *notifier
+	cfg      *config
+
+	// quotaMu makes a quota check and the create or start it allows one step, so that two
+	// concurrent calls cannot both take the last place.
+	quotaMu sync.Mutex
+}
+
+func invalid(field, format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// namespaceFor returns the namespace to use, or InvalidArgument when the server does not serve it.
+func (w *workspaces) namespaceFor(ns, field string) (string, error) {
+	if ns == "" {
+		return w.cfg.namespaces[0], nil
+	}
+	if !slices.Contains(w.cfg.namespaces, ns) {
+		return "", invalid(field, "namespace %q is not served; use one of %s", ns, strings.Join(w.cfg.namespaces, ", "))
+	}
+	return ns, nil
+}
+
+func validName(name, field string) error {
+	if len(name) == 0 || len(name) > maxNameLength || !nameRE.MatchString(name) {
+		return invalid(field, "%q must be a lower-case DNS label starting with a letter, at most %d characters", name, maxNameLength)
+	}
+	return nil
+}
+
+// validate checks a create request and fills its namespace.
+func (w *workspaces) validate(sp *spec, f fields) error {
+	if err := validName(sp.name, f.name); err != nil {
+		return err
+	}
+	ns, err := w.namespaceFor(sp.namespace, f.namespace)
+	if err != nil {
+		return err
+	}
+	sp.namespace = ns
+	if strings.ContainsAny(sp.image, " \t\n") || len(sp.image) > 512 {
+		return invalid(f.image, "%q is not an image reference", sp.image)
+	}
+	if sp.port != 0 && (sp.port < 1024 || sp.port > 65535) {
+		return invalid(f.port, "%d is outside 1024–65535", sp.port)
+	}
+	for _, q := range []struct{ value, field string }{{sp.cpu, f.cpu}, {sp.memory, f.memory}, {sp.storage, f.storage}} {
+		if q.value == "" {
+			continue
+		}
+		if v, err := resource.ParseQuantity(q.value); err != nil || v.Sign() <= 0 {
+			return invalid(q.field, "%q is not a positive quantity (like 500m, 2Gi)", q.value)
+		}
+	}
+	if sp.git != "" && !strings.HasPrefix(sp.git, "https://") && !strings.HasPrefix(sp.git, "ssh://") && !strings.HasPrefix(sp.git, "git@") {
+		return invalid(f.git, "%q must be an https, ssh or git@ URL", sp.git)
+	}
+	return nil
+}
+
+// object builds the Workspace for a validated spec.
+func (sp spec) object(user string) *infrav1alpha1.Workspace {
+	ws := &infrav1alpha1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: sp.name, Namespace: sp.namespace, Labels: map[string]string{OwnerLabel: user}},
+		Spec:       infrav1alpha1.WorkspaceSpec{Owner: user, Image: sp.image, Port: int32(sp.port), Running: ptr.To(true)},
+	}
+	if sp.cpu != "" {
+		ws.Spec.Resources.CPU = ptr.To(resource.MustParse(sp.cpu))
+	}
+	if sp.memory != "" {
+		ws.Spec.Resources.Memory = ptr.To(resource.MustParse(sp.memory))
+	}
+	if sp.storage != "" {
+		ws.Spec.Storage.Size = ptr.To(resource.MustParse(sp.storage))
+	}
+	if sp.retain {
+		ws.Spec.Storage.ReclaimPolicy = infrav1alpha1.ReclaimRetain
+	}
+	if sp.git != "" {
+		ws.Spec.Git = &infrav1alpha1.WorkspaceGit{URL: sp.git}
+	}
+	return ws
+}
+
+// userWorkspaces lists the user's workspaces (from the cache) in one namespace or all served.
+func (w *workspaces) userWorkspaces(ctx context.Context, user, ns string) ([]infrav1alpha1.Workspace, error) {
+	var out []infrav1alpha1.Workspace
+	namespaces := w.cfg.namespaces
+	if ns != "" {
+		namespaces = []string{ns}
+	}
+	for _, n := range namespaces {
+		var list infrav1alpha1.WorkspaceList
+		if err := w.c.List(ctx, &list, client.InNamespace(n)); err != nil {
+			return nil, toStatus(err, "listing workspaces")
+		}
+		for _, ws := range list.Items {
+			if ws.Spec.Owner == user {
+				out = append(out, ws)
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkQuota refuses when the user is at a limit: adding counts a new workspace, starting a
+// workspace that is not running yet.
+func (w *workspaces) checkQuota(ctx context.Context, user string, adding, starting bool) error {
+	mine, err := w.userWorkspaces(ctx, user, "")
+	if err != nil {
+		return err
+	}
+	running := 0
+	for _, ws := range mine {
+		if ws.Spec.Running == nil || *ws.Spec.Running {
+			running++
+		}
+	}
+	if adding && len(mine) >= w.cfg.maxWorkspaces {
+		return status.Errorf(codes.ResourceExhausted, "user %s has %d workspaces, the most allowed", user, len(mine))
+	}
+	if starting && running >= w.cfg.maxRunning {
+		return status.Errorf(codes.ResourceExhausted, "user %s has %d running workspaces, the most allowed", user, running)
+	}
+	return nil
+}
+
+// create makes the workspace after checking the quota; with wait, it returns once the
+// workspace is Running and deletes it again if it fails or the deadline passes first.
+func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool) (*infrav1alpha1.Workspace, error) {
+	ws := sp.object(user)
+	key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
+	// Subscribe before creating, so that the Running event cannot be missed.
+	poke, stop := w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Namespace == key.Namespace && o.Name == key.Name })
+	defer stop()
+	w.quotaMu.Lock()
+	err := w.checkQuota(ctx, user, true, true)
+	if err == nil {
+		err = w.c.Create(ctx, ws)
+	}
+	w.quotaMu.Unlock()
+	if err != nil {
+		return nil, toStatus(err, "creating workspace "+ws.Name)
+	}
+	if !wait {
+		return ws, nil
+	}
+	return w.waitRunning(ctx, key, ws.UID, poke, true)
+}
+
+// waitRunning waits until the workspace is Running, bounded by the call's deadline and the
+// server's maximum. With cleanup, a workspace that fails or runs out of time is deleted, so a
+// failed create leaves nothing behind.
+func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, uid types.UID, poke <-chan struct{}, cleanup bool) (*infrav1alpha1.Workspace, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.maxWait)
+	defer cancel()
+	for {
+		var ws infrav1alpha1.Workspace
+		err := w.c.Get(ctx, key, &ws)
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, toStatus(err, "reading workspace "+key.Name)
+		case err == nil && ws.Status.Phase == infrav1alpha1.WorkspaceRunning:
+			return &ws, nil
+		case err == nil && ws.Status.Phase == infrav1alpha1.WorkspaceFailed:
+			w.abandon(key, uid, cleanup)
+			return nil, status.Errorf(codes.FailedPrecondition, "workspace %s failed: %s", key.Name, ws.Status.Message)
+		}
+		select {
+		case <-poke:
+		case <-ctx.Done():
+			w.abandon(key, uid, cleanup)
+			return nil, status.Errorf(codes.DeadlineExceeded, "workspace %s was not running before the deadline", key.Name)
+		}
+	}
+}
+
+// abandon deletes a workspace this call created and could not bring up.
+func (w *workspaces) abandon(key types.NamespacedName, uid types.UID, cleanup bool) {
+	if !cleanup {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	_ = w.c.Delete(ctx, ws, client.Preconditions{UID: &uid})
+}
+
+// owned reads a workspace and checks that the user owns it.
+func (w *workspaces) owned(ctx context.Context, user, ns, name string, f fields) (*infrav1alpha1.Workspace, error) {
+	if err := validName(name, f.name); err != nil {
+		return nil, err
+	}
+	ns, err := w.namespaceFor(ns, f.namespace)
+	if err != nil {
+		return nil, err
+	}
+	var ws infrav1alpha1.Workspace
+	if err := w.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &ws); err != nil {
+		return nil, toStatus(err, "reading workspace "+name)
+	}
+	if ws.Spec.Owner != user {
+		return nil, status.Errorf(codes.PermissionDenied, "workspace %s belongs to another user", name)
+	}
+	return &ws, nil
+}
+
+// setRunning starts or stops a workspace; starting counts against the running quota.
+func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, running bool, f fields) (*infrav1alpha1.Workspace, error) {
+	ws, err := w.owned(ctx, user, ns, name, f)
+	if err != nil {
+		return nil, err
+	}
+	if ws.Spec.Running != nil && *ws.Spec.Running == running {
+		return ws, nil
+	}
+	if running {
+		w.quotaMu.Lock()
+		defer w.quotaMu.Unlock()
+		if err := w.checkQuota(ctx, user, false, true); err != nil {
+			return nil, err
+		}
+	}
+	base := ws.DeepCopy()
+	ws.Spec.Running = ptr.To(running)
+	if err := w.c.Patch(ctx, ws, client.MergeFrom(base)); err != nil {
+		return nil, toStatus(err, "updating workspace "+name)
+	}
+	return ws, nil
+}
+
+func (w *workspaces) delete(ctx context.Context, user, ns, name string, f fields) error {
+	ws, err := w.owned(ctx, user, ns, name, f)
+	if err != nil {
+		return err
+	}
+	uid := ws.UID
+	if err := w.c.Delete(ctx, ws, client.Preconditions{UID: &uid}); err != nil {
+		return toStatus(err, "deleting workspace "+name)
+	}
+	return nil
+}
+
+// toStatus maps an API server error onto the gRPC code that says the same.
+func toStatus(err error, doing string) error {
+	if _, ok := status.FromError(err); ok {
+		return err // already a gRPC status
+	}
+	code := codes.Internal
+	switch {
+	case apierrors.IsNotFound(err):
+		code = codes.NotFound
+	case apierrors.IsAlreadyExists(err):
+		code = codes.AlreadyExists
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		code = codes.InvalidArgument
+	case apierrors.IsForbidden(err):
+		code = codes.PermissionDenied
+	case apierrors.IsConflict(err):
+		code = codes.Aborted
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err):
+		code = codes.Unavailable
+	}
+	return status.Errorf(code, "%s: %v", doing, err)
+}
