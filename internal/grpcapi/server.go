@@ -155,7 +155,7 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 	return &Server{
 		cfg:    cfg,
 		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, now: time.Now},
-		w:      &workspaces{c: mgr.GetClient(), notifier: n, cfg: cfg},
+		w:      &workspaces{c: mgr.GetClient(), fresh: mgr.GetAPIReader(), notifier: n, cfg: cfg},
 	}, nil
 }
 

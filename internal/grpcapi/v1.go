@@ -52,7 +52,7 @@ func (s *v1Service) List(ctx context.Context, in *workspacev1.ListWorkspacesRequ
 			return nil, err
 		}
 	}
-	list, err := s.w.userWorkspaces(ctx, userFrom(ctx), ns)
+	list, err := s.w.userWorkspaces(ctx, s.w.c, userFrom(ctx), ns)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (s *v1Service) Watch(in *workspacev1.WatchWorkspacesRequest, stream workspa
 // sendChanges compares the user's workspaces with what the stream has been told and sends
 // the differences.
 func (s *v1Service) sendChanges(ctx context.Context, stream workspacev1.WorkspaceService_WatchServer, user, ns, name string, sent map[types.NamespacedName]string) error {
-	list, err := s.w.userWorkspaces(ctx, user, ns)
+	list, err := s.w.userWorkspaces(ctx, s.w.c, user, ns)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,9 @@ type fields struct {
 
 // workspaces is what both services share: the cluster client, the notifier and the limits.
 type workspaces struct {
-	c        client.Client
+	c client.Client
+	// fresh reads around the cache, where a decision must see the latest writes (quotas).
+	fresh    client.Reader
 	notifier *notifier
 	cfg      *config
 
@@ -130,8 +132,8 @@ func (sp spec) object(user string) *infrav1alpha1.Workspace {
 	return ws
 }
 
-// userWorkspaces lists the user's workspaces (from the cache) in one namespace or all served.
-func (w *workspaces) userWorkspaces(ctx context.Context, user, ns string) ([]infrav1alpha1.Workspace, error) {
+// userWorkspaces lists the user's workspaces, through r, in one namespace or all served.
+func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, ns string) ([]infrav1alpha1.Workspace, error) {
 	var out []infrav1alpha1.Workspace
 	namespaces := w.cfg.namespaces
 	if ns != "" {
@@ -139,7 +141,7 @@ func (w *workspaces) userWorkspaces(ctx context.Context, user, ns string) ([]inf
 	}
 	for _, n := range namespaces {
 		var list infrav1alpha1.WorkspaceList
-		if err := w.c.List(ctx, &list, client.InNamespace(n)); err != nil {
+		if err := r.List(ctx, &list, client.InNamespace(n)); err != nil {
 			return nil, toStatus(err, "listing workspaces")
 		}
 		for _, ws := range list.Items {
@@ -154,10 +156,12 @@ func (w *workspaces) userWorkspaces(ctx context.Context, user, ns string) ([]inf
 // checkQuota refuses when the user is at a limit: adding counts a new workspace, starting a
 // workspace that is not running yet.
 func (w *workspaces) checkQuota(ctx context.Context, user string, adding, starting bool) error {
-	mine, err := w.userWorkspaces(ctx, user, "")
+	mine, err := w.userWorkspaces(ctx, w.fresh, user, "")
 	if err != nil {
 		return err
 	}
+	// Workspaces being deleted are on their way out and no longer count.
+	mine = slices.DeleteFunc(mine, func(ws infrav1alpha1.Workspace) bool { return ws.DeletionTimestamp != nil })
 	running := 0
 	for _, ws := range mine {
 		if ws.Spec.Running == nil || *ws.Spec.Running {
@@ -181,6 +185,10 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	// Subscribe before creating, so that the Running event cannot be missed.
 	poke, stop := w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Namespace == key.Namespace && o.Name == key.Name })
 	defer stop()
+	// A taken name is the more useful answer than a full quota.
+	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
+		return nil, status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
+	}
 	w.quotaMu.Lock()
 	err := w.checkQuota(ctx, user, true, true)
 	if err == nil {
@@ -188,6 +196,10 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	}
 	w.quotaMu.Unlock()
 	if err != nil {
+		if ctx.Err() != nil {
+			// The call ended during the create: the workspace may exist without anyone to use it.
+			w.abandon(key, "", true)
+		}
 		return nil, toStatus(err, "creating workspace "+ws.Name)
 	}
 	if !wait {
@@ -231,7 +243,11 @@ func (w *workspaces) abandon(key types.NamespacedName, uid types.UID, cleanup bo
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	_ = w.c.Delete(ctx, ws, client.Preconditions{UID: &uid})
+	var opts []client.DeleteOption
+	if uid != "" {
+		opts = append(opts, client.Preconditions{UID: &uid})
+	}
+	_ = w.c.Delete(ctx, ws, opts...)
 }
 
 // owned reads a workspace and checks that the user owns it.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -20,6 +22,18 @@ var (
 	cluster   *framework.Cluster
 	operator  *framework.Operator
 	k8sClient client.Client
+	// grpcAddr and grpcTLS are where the operator serves the workspace API, and its CA.
+	grpcAddr string
+	grpcTLS  framework.TLSFiles
+)
+
+// The API's users and their tokens, as stored in the token Secret.
+var tokens = map[string]string{"alice": "tok-alice-4f1c", "bob": "tok-bob-9a2e", "carol": "tok-carol-77d0"}
+
+const (
+	workspaceNS  = "cloudspace-workspaces"
+	operatorNS   = "cloudspace-operator-system"
+	tokensSecret = "cloudspace-api-tokens"
 )
 
 func TestMain(m *testing.M) {
@@ -79,11 +93,46 @@ func setUp(ctx context.Context, binary, work string) error {
 	if _, err := envtest.InstallCRDs(cluster.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
-	if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, filepath.Join(work, "operator.log"), "--zap-log-level=debug"); err != nil {
+	args, err := grpcSetUp(ctx, work)
+	if err != nil {
+		return err
+	}
+	if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, filepath.Join(work, "operator.log"), args...); err != nil {
 		return err
 	}
 	if err := operator.WaitReady(ctx); err != nil {
 		return fmt.Errorf("waiting for the operator's readiness probe: %w", err)
 	}
 	return nil
+}
+
+// grpcSetUp creates the namespaces and the token Secret and a TLS certificate, and returns
+// the operator flags that serve the workspace API with them.
+func grpcSetUp(ctx context.Context, work string) ([]string, error) {
+	for _, ns := range []string{workspaceNS, operatorNS} {
+		if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return nil, err
+		}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: tokensSecret}, StringData: tokens}
+	if err := k8sClient.Create(ctx, secret); err != nil {
+		return nil, err
+	}
+	var err error
+	if grpcTLS, err = framework.NewTLSFiles(work); err != nil {
+		return nil, err
+	}
+	port, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	grpcAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	return []string{
+		"--zap-log-level=debug",
+		"--grpc-bind-address=" + grpcAddr,
+		"--grpc-tls-cert-file=" + grpcTLS.Cert, "--grpc-tls-key-file=" + grpcTLS.Key,
+		"--grpc-token-secret=" + operatorNS + "/" + tokensSecret,
+		"--workspace-namespaces=" + workspaceNS,
+		"--quota-max-workspaces=3", "--quota-max-running=2", "--grpc-max-wait=2m",
+	}, nil
 }
