@@ -21,13 +21,14 @@ import (
 )
 
 type options struct {
-	n        int
-	workers  int
-	steady   time.Duration
-	timeout  time.Duration
-	operator string
-	jsonPath string
-	keep     bool
+	n          int
+	workspaces int
+	workers    int
+	steady     time.Duration
+	timeout    time.Duration
+	operator   string
+	jsonPath   string
+	keep       bool
 }
 
 // Report is everything one bench run measured.
@@ -39,6 +40,11 @@ type Report struct {
 	Steady      Phase   `json:"steady"`
 	ReadyRatio  float64 `json:"readyRatioToFloor"`
 	WritesRatio float64 `json:"writesRatioToFloor"`
+	// The workspace API: N concurrent create-and-wait calls against N Deployments made directly.
+	PodsFloor      Latency `json:"workspacePodsFloor"`
+	CreateAndWait  Latency `json:"workspaceCreateAndWait"`
+	CreateP50Ratio float64 `json:"createAndWaitP50RatioToFloor"`
+	CreateP99Ratio float64 `json:"createAndWaitP99RatioToFloor"`
 }
 
 // Phase is one measured stretch of the run.
@@ -53,6 +59,7 @@ type Phase struct {
 func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 500, "GenericDaemons to create")
+	flag.IntVar(&o.workspaces, "workspaces", 100, "concurrent create-and-wait calls (and Deployments for their floor)")
 	flag.IntVar(&o.workers, "workers", 16, "concurrent creators")
 	flag.DurationVar(&o.steady, "steady", 30*time.Second, "idle window measured after convergence")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for each phase")
@@ -95,11 +102,14 @@ func run(o options) error {
 }
 
 type bench struct {
-	o       options
-	work    string
-	cluster *framework.Cluster
-	c       client.Client
-	cs      *kubernetes.Clientset
+	o        options
+	work     string
+	cluster  *framework.Cluster
+	c        client.Client
+	cs       *kubernetes.Clientset
+	tls      framework.TLSFiles
+	grpcAddr string
+	grpcArgs []string
 }
 
 func newBench(cluster *framework.Cluster, o options, work string) (*bench, error) {
@@ -117,6 +127,9 @@ func newBench(cluster *framework.Cluster, o options, work string) (*bench, error
 func (b *bench) measure(ctx context.Context) (*Report, error) {
 	rep := &Report{N: b.o.n}
 	var err error
+	if b.grpcArgs, err = b.grpcFlags(ctx); err != nil {
+		return nil, err
+	}
 	if rep.Floor, err = b.floor(ctx); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
@@ -133,11 +146,24 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if err := op.Stop(time.Minute); err != nil {
 		return nil, fmt.Errorf("stopping the operator: %w", err)
 	}
-	if rep.Resync, err = b.resync(ctx); err != nil {
+	op, err = b.startOperator(ctx, "operator-resync.log")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = op.Stop(time.Minute) }()
+	if rep.Resync, err = b.resync(ctx, op); err != nil {
 		return nil, fmt.Errorf("resync: %w", err)
+	}
+	if rep.PodsFloor, err = b.podsFloor(ctx); err != nil {
+		return nil, fmt.Errorf("workspace floor: %w", err)
+	}
+	if rep.CreateAndWait, err = b.createAndWait(ctx); err != nil {
+		return nil, fmt.Errorf("workspaces: %w", err)
 	}
 	rep.ReadyRatio = rep.Operator.Seconds / rep.Floor.Seconds
 	rep.WritesRatio = rep.Operator.WritesPerCR / rep.Floor.WritesPerCR
+	rep.CreateP50Ratio = rep.CreateAndWait.P50 / rep.PodsFloor.P50
+	rep.CreateP99Ratio = rep.CreateAndWait.P99 / rep.PodsFloor.P99
 	return rep, nil
 }
 
@@ -152,6 +178,13 @@ func report(r *Report, jsonPath string) error {
 	row("forced resync (restart)", r.Resync)
 	row(fmt.Sprintf("steady state (%.0fs idle)", r.Steady.Seconds), r.Steady)
 	fmt.Printf("\nready time vs floor: %.2fx   writes per CR vs floor: %.2fx\n", r.ReadyRatio, r.WritesRatio)
+	fmt.Printf("\nWorkspaces: %d concurrent calls\n\n%-44s %8s %8s %8s %8s\n", r.CreateAndWait.N, "", "p50 s", "p99 s", "max s", "wall s")
+	lat := func(name string, l Latency) {
+		fmt.Printf("%-44s %8.2f %8.2f %8.2f %8.2f\n", name, l.P50, l.P99, l.Max, l.Seconds)
+	}
+	lat("floor: Deployment created → pod ready", r.PodsFloor)
+	lat("createSpaceAndWaitForRunning (gRPC)", r.CreateAndWait)
+	fmt.Printf("\ncreate-and-wait vs floor: p50 %.2fx, p99 %.2fx\n", r.CreateP50Ratio, r.CreateP99Ratio)
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

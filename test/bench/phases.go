@@ -93,15 +93,10 @@ func (b *bench) converge(ctx context.Context, op *framework.Operator) (Phase, er
 	})
 }
 
-// resync starts a new operator over the N unchanged GenericDaemons and waits until it has
+// resync measures a newly started operator over the N unchanged GenericDaemons until it has
 // reconciled every one of them.
-func (b *bench) resync(ctx context.Context) (Phase, error) {
+func (b *bench) resync(ctx context.Context, op *framework.Operator) (Phase, error) {
 	fmt.Println("bench: forced resync: a new operator over the unchanged GenericDaemons")
-	op, err := b.startOperator(ctx, "operator-resync.log")
-	if err != nil {
-		return Phase{}, err
-	}
-	defer func() { _ = op.Stop(time.Minute) }()
 	return b.phase(ctx, op, func() error {
 		return b.waitUntil(ctx, func(ctx context.Context) (bool, error) {
 			n, err := reconciles(ctx, op)
@@ -158,8 +153,8 @@ func (b *bench) startOperator(ctx context.Context, logName string) (*framework.O
 	if err != nil {
 		return nil, err
 	}
-	op, err := framework.StartOperator(b.o.operator, b.cluster.Kubeconfig, filepath.Join(b.work, logName),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false")
+	args := append([]string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false"}, b.grpcArgs...)
+	op, err := framework.StartOperator(b.o.operator, b.cluster.Kubeconfig, filepath.Join(b.work, logName), args...)
 	if err != nil {
 		return nil, err
 	}

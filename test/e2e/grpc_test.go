@@ -211,7 +211,9 @@ func TestAnotherUsersWorkspaceIsRefused(t *testing.T) {
 	if _, err := api.Create(alice, &workspacev1.CreateWorkspaceRequest{Workspace: &workspacev1.Workspace{Name: "alice-private"}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = api.Delete(as(t, "alice", time.Minute), &workspacev1.WorkspaceRef{Name: "alice-private"}) })
+	t.Cleanup(func() {
+		_, _ = api.Delete(as(t, "alice", time.Minute), &workspacev1.WorkspaceRef{Name: "alice-private"})
+	})
 	carol := as(t, "carol", time.Minute)
 	ref := &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: "alice-private"}
 	_, err := api.Get(carol, ref)

@@ -1,0 +1,148 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+func TestTokenStore(t *testing.T) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "tokens"},
+		Data: map[string][]byte{"alice": []byte("a-token\n"), "bob": []byte("b-token"), "empty": []byte("  ")}}
+	c := fake.NewClientBuilder().WithObjects(secret).Build()
+	now := time.Unix(0, 0)
+	ts := &tokenStore{reader: c, secret: types.NamespacedName{Namespace: "ops", Name: "tokens"}, ttl: time.Minute, now: func() time.Time { return now }}
+	ctx := context.Background()
+	cases := map[string]string{"a-token": "alice", "b-token": "bob", "": "", "a-toke": "", "a-token\n": ""}
+	for token, want := range cases {
+		if got, err := ts.userFor(ctx, token); err != nil || got != want {
+			t.Errorf("userFor(%q) = %q, %v; want %q", token, got, err, want)
+		}
+	}
+	// A rotated token takes effect after the TTL, not before.
+	secret.Data["alice"] = []byte("new-token")
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ts.userFor(ctx, "a-token"); got != "alice" {
+		t.Errorf("within the TTL the old token gives %q", got)
+	}
+	now = now.Add(2 * time.Minute)
+	if got, _ := ts.userFor(ctx, "a-token"); got != "" {
+		t.Errorf("after the TTL the old token still gives %q", got)
+	}
+	if got, _ := ts.userFor(ctx, "new-token"); got != "alice" {
+		t.Errorf("the new token gives %q", got)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	c := fake.NewClientBuilder().WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "tokens"},
+		Data: map[string][]byte{"alice": []byte("a-token")}}).Build()
+	ts := &tokenStore{reader: c, secret: types.NamespacedName{Namespace: "ops", Name: "tokens"}, ttl: time.Minute, now: time.Now}
+	in := func(md ...string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(md...))
+	}
+	ctx, err := ts.authenticate(in("authorization", "Bearer a-token"), "/cloudspace.v1.WorkspaceService/List")
+	if err != nil || userFrom(ctx) != "alice" {
+		t.Errorf("good token: user %q, %v", userFrom(ctx), err)
+	}
+	for _, md := range [][]string{{}, {"authorization", "Basic a-token"}, {"authorization", "Bearer nope"}} {
+		if _, err := ts.authenticate(in(md...), "/pb.CloudIdeService/deleteSpace"); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("metadata %v: %v, want Unauthenticated", md, err)
+		}
+	}
+	if _, err := ts.authenticate(in(), "/grpc.health.v1.Health/Check"); err != nil {
+		t.Errorf("health needs no token: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	w := &workspaces{cfg: defaultConfig()}
+	cases := []struct {
+		sp    spec
+		field string
+	}{
+		{spec{name: "ok"}, ""},
+		{spec{name: "1abc"}, "workspace.name"},
+		{spec{name: "this-name-is-far-too-long-for-a-workspace-name-x"}, "workspace.name"},
+		{spec{name: "ok", namespace: "elsewhere"}, "workspace.namespace"},
+		{spec{name: "ok", image: "a b"}, "workspace.image"},
+		{spec{name: "ok", port: 70000}, "workspace.port"},
+		{spec{name: "ok", memory: "0"}, "workspace.memory"},
+		{spec{name: "ok", storage: "ten gigs"}, "workspace.storage"},
+		{spec{name: "ok", git: "ftp://x"}, "workspace.git_url"},
+	}
+	for _, tc := range cases {
+		sp := tc.sp
+		err := w.validate(&sp, v1Fields)
+		if tc.field == "" {
+			if err != nil || sp.namespace != "cloudspace-workspaces" {
+				t.Errorf("%+v: %v (namespace %q), want valid with the default namespace", tc.sp, err, sp.namespace)
+			}
+			continue
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.field+":") {
+			t.Errorf("%+v: %v, want InvalidArgument naming %s", tc.sp, err, tc.field)
+		}
+	}
+}
+
+func TestToStatus(t *testing.T) {
+	gr := schema.GroupResource{Group: "infra.cloudspace.dev", Resource: "workspaces"}
+	cases := []struct {
+		err  error
+		code codes.Code
+	}{
+		{apierrors.NewNotFound(gr, "x"), codes.NotFound},
+		{apierrors.NewAlreadyExists(gr, "x"), codes.AlreadyExists},
+		{apierrors.NewForbidden(gr, "x", errors.New("no")), codes.PermissionDenied},
+		{apierrors.NewConflict(gr, "x", errors.New("stale")), codes.Aborted},
+		{context.DeadlineExceeded, codes.DeadlineExceeded},
+		{status.Error(codes.ResourceExhausted, "quota"), codes.ResourceExhausted},
+		{errors.New("boom"), codes.Internal},
+	}
+	for _, tc := range cases {
+		if got := status.Code(toStatus(tc.err, "doing")); got != tc.code {
+			t.Errorf("toStatus(%v) = %s, want %s", tc.err, got, tc.code)
+		}
+	}
+}
+
+func TestNotifierPokesOnlyMatchingSubscribers(t *testing.T) {
+	n := newNotifier()
+	alice, stopA := n.subscribe(func(w *infrav1alpha1.Workspace) bool { return w.Spec.Owner == "alice" })
+	bob, stopB := n.subscribe(func(w *infrav1alpha1.Workspace) bool { return w.Spec.Owner == "bob" })
+	defer stopB()
+	ws := &infrav1alpha1.Workspace{Spec: infrav1alpha1.WorkspaceSpec{Owner: "alice"}}
+	n.notify(ws)
+	n.notify(ws) // collapses into the pending poke
+	select {
+	case <-alice:
+	default:
+		t.Fatal("alice was not poked")
+	}
+	select {
+	case <-alice:
+		t.Fatal("two pokes were queued; they must collapse")
+	case <-bob:
+		t.Fatal("bob was poked for alice's workspace")
+	default:
+	}
+	stopA()
+	n.notify(ws) // must not block or panic with no subscriber left
+}

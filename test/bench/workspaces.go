@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+const (
+	wsFloorNamespace = "bench-pods"
+	wsNamespace      = "bench-workspaces"
+	benchUser        = "bench"
+	benchToken       = "bench-token"
+	apiNamespace     = "bench-api"
+	apiSecret        = "api-tokens"
+)
+
+// Latency is the spread of per-call times of one phase.
+type Latency struct {
+	N       int     `json:"n"`
+	P50     float64 `json:"p50Seconds"`
+	P99     float64 `json:"p99Seconds"`
+	Max     float64 `json:"maxSeconds"`
+	Seconds float64 `json:"wallSeconds"`
+}
+
+func latency(samples []time.Duration, wall time.Duration) Latency {
+	slices.Sort(samples)
+	at := func(q float64) float64 { return samples[int(q*float64(len(samples)-1))].Seconds() }
+	return Latency{N: len(samples), P50: at(0.50), P99: at(0.99), Max: at(1), Seconds: wall.Seconds()}
+}
+
+// grpcFlags prepares what the operator needs to serve the API for the bench and returns its flags.
+func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
+	for _, ns := range []string{apiNamespace, wsNamespace, wsFloorNamespace} {
+		if err := b.namespace(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apiNamespace, Name: apiSecret}, StringData: map[string]string{benchUser: benchToken}}
+	if err := b.c.Create(ctx, secret); err != nil {
+		return nil, err
+	}
+	var err error
+	if b.tls, err = framework.NewTLSFiles(b.work); err != nil {
+		return nil, err
+	}
+	port, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	b.grpcAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	n := fmt.Sprint(b.o.workspaces)
+	return []string{"--grpc-bind-address=" + b.grpcAddr, "--grpc-tls-cert-file=" + b.tls.Cert, "--grpc-tls-key-file=" + b.tls.Key,
+		"--grpc-token-secret=" + apiNamespace + "/" + apiSecret, "--workspace-namespaces=" + wsNamespace,
+		"--quota-max-workspaces=" + n, "--quota-max-running=" + n}, nil
+}
+
+// podsFloor creates N Deployments of the IDE pod directly (no operator, no volume) at once and
+// measures, for each, the time from its create call until its pod is ready.
+func (b *bench) podsFloor(ctx context.Context) (Latency, error) {
+	fmt.Printf("bench: workspace floor: %d Deployments created directly\n", b.o.workspaces)
+	start := time.Now()
+	began := make([]time.Time, b.o.workspaces)
+	var wg sync.WaitGroup
+	errs := make(chan error, b.o.workspaces)
+	for i := range b.o.workspaces {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began[i] = time.Now()
+			if err := b.c.Create(ctx, idePodDeployment(i)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Latency{}, err
+	}
+	ready := map[string]time.Time{}
+	err := b.waitUntil(ctx, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := b.c.List(ctx, &pods, client.InNamespace(wsFloorNamespace)); err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if _, seen := ready[p.Labels["ide"]]; !seen && podReady(&p) {
+				ready[p.Labels["ide"]] = time.Now()
+			}
+		}
+		return len(ready) == b.o.workspaces, nil
+	})
+	if err != nil {
+		return Latency{}, err
+	}
+	samples := make([]time.Duration, 0, b.o.workspaces)
+	for i := range b.o.workspaces {
+		samples = append(samples, ready[fmt.Sprintf("ide-%d", i)].Sub(began[i]))
+	}
+	return latency(samples, time.Since(start)), nil
+}
+
+func idePodDeployment(i int) *appsv1.Deployment {
+	labels := map[string]string{"ide": fmt.Sprintf("ide-%d", i)}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: wsFloorNamespace, Name: fmt.Sprintf("ide-%d", i)},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "ide", Image: "codercom/code-server:4.96.4", ImagePullPolicy: corev1.PullIfNotPresent,
+				}}},
+			},
+		},
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return p.Status.Phase == corev1.PodRunning
+		}
+	}
+	return false
+}
+
+// createAndWait makes N concurrent createSpaceAndWaitForRunning calls with the seed's client.
+func (b *bench) createAndWait(ctx context.Context) (Latency, error) {
+	fmt.Printf("bench: workspaces: %d concurrent createSpaceAndWaitForRunning calls\n", b.o.workspaces)
+	conn, err := b.dial()
+	if err != nil {
+		return Latency{}, err
+	}
+	defer conn.Close()
+	seed := pb.NewCloudIdeServiceClient(conn)
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+benchToken)
+	samples := make([]time.Duration, b.o.workspaces)
+	errs := make(chan error, b.o.workspaces)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range b.o.workspaces {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			callCtx, cancel := context.WithTimeout(ctx, b.o.timeout)
+			defer cancel()
+			t0 := time.Now()
+			_, err := seed.CreateSpaceAndWaitForRunning(callCtx, &pb.PodInfo{Name: fmt.Sprintf("ws-%d", i), Namespace: wsNamespace}, grpc.WaitForReady(true))
+			samples[i] = time.Since(t0)
+			if err != nil {
+				errs <- fmt.Errorf("ws-%d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Latency{}, err
+	}
+	return latency(samples, time.Since(start)), nil
+}
+
+func (b *bench) dial() (*grpc.ClientConn, error) {
+	pemCA, err := os.ReadFile(b.tls.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemCA)
+	return grpc.NewClient(b.grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
+}
