@@ -44,6 +44,10 @@ manifests: ## Generate CRDs and RBAC from the kubebuilder markers.
 	$(TOOLS) controller-gen
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 
+.PHONY: proto
+proto: ## Regenerate the gRPC code in pkg/ from proto/ (needs protoc: apt-get install protobuf-compiler).
+	hack/proto.sh
+
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
 	gofmt -l -w $$(git ls-files '*.go')

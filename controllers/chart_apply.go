@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,6 +34,9 @@ import (
 func (r *ChartReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	desired, err := r.desired(s)
 	if err != nil {
+		if !isRenderError(err) {
+			return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonRenderFailed, err) // e.g. discovery: retried
+		}
 		return ctrl.Result{}, reconcile.TerminalError(r.fail(s, reasonFor(err), err))
 	}
 	if err := r.ensureWatches(desired); err != nil {
@@ -52,20 +56,30 @@ func (r *ChartReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 	s.status.ObservedGeneration = s.obj.GetGeneration()
 	s.outcome.children = live
 	r.metrics.children.WithLabelValues(r.gvk.Kind, s.obj.GetNamespace(), s.obj.GetName()).Set(float64(len(live)))
+	after, err := r.projectStatus(ctx, s, live)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.requeue(s, after), nil
+}
+
+// projectStatus lets the kind's lifecycle compute its status fields from the live children
+// (and their pods, for a PodObserver); it returns when the lifecycle wants another look.
+func (r *ChartReconciler) projectStatus(ctx context.Context, s *scope, live []*unstructured.Unstructured) (time.Duration, error) {
 	observed := live
 	if _, ok := r.lifecycle.(PodObserver); ok {
 		pods, err := r.pods(ctx, s.obj)
 		if err != nil {
-			return ctrl.Result{}, err
+			return 0, err
 		}
 		observed = append(slices.Clone(live), pods...)
 	}
 	res, err := r.lifecycle.Status(s.obj, observed)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
+		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
 	s.extra = res.Fields
-	return r.requeue(s, res.RequeueAfter), nil
+	return res.RequeueAfter, nil
 }
 
 // pods lists, from the child cache, the pods the chart's workloads run for obj.
@@ -212,8 +226,19 @@ func (r *ChartReconciler) ensureWatches(objs []*unstructured.Unstructured) error
 
 // applyAll applies, in install order, every child that is missing or drifted, and returns the
 // live children.
+// One event per reconcile names every child created, and one every child updated: a write per
+// kind of change rather than per child.
 func (r *ChartReconciler) applyAll(ctx context.Context, s *scope, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	live := make([]*unstructured.Unstructured, 0, len(desired))
+	var created, updated []string
+	defer func() {
+		if len(created) > 0 {
+			r.event(s.obj, false, infrav1alpha1.EventChildCreated, "Created %s", strings.Join(created, ", "))
+		}
+		if len(updated) > 0 {
+			r.event(s.obj, false, infrav1alpha1.EventChildUpdated, "Updated %s", strings.Join(updated, ", "))
+		}
+	}()
 	for _, d := range desired {
 		current, err := r.getChild(ctx, d)
 		if err != nil {
@@ -223,9 +248,14 @@ func (r *ChartReconciler) applyAll(ctx context.Context, s *scope, desired []*uns
 			live = append(live, current)
 			continue
 		}
-		applied, err := r.apply(ctx, s.obj, d, current != nil)
+		applied, err := r.apply(ctx, d)
 		if err != nil {
 			return nil, err
+		}
+		if current == nil {
+			created = append(created, describe(d))
+		} else {
+			updated = append(updated, describe(d))
 		}
 		live = append(live, applied)
 	}
@@ -246,7 +276,7 @@ func (r *ChartReconciler) getChild(ctx context.Context, like *unstructured.Unstr
 	return u, nil
 }
 
-func (r *ChartReconciler) apply(ctx context.Context, owner, desired *unstructured.Unstructured, exists bool) (*unstructured.Unstructured, error) {
+func (r *ChartReconciler) apply(ctx context.Context, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	obj := desired.DeepCopy()
 	start := time.Now()
 	err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(r.cfg.fieldManager), client.ForceOwnership)
@@ -254,12 +284,7 @@ func (r *ChartReconciler) apply(ctx context.Context, owner, desired *unstructure
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", describe(desired), err)
 	}
-	log.FromContext(ctx).V(1).Info("applied", "child", describe(desired), "existed", exists)
-	if exists {
-		r.event(owner, false, infrav1alpha1.EventChildUpdated, "Updated %s", describe(desired))
-	} else {
-		r.event(owner, false, infrav1alpha1.EventChildCreated, "Created %s", describe(desired))
-	}
+	log.FromContext(ctx).V(1).Info("applied", "child", describe(desired))
 	return obj, nil
 }
 

@@ -80,6 +80,13 @@ func (o *outcome) failure(reason string, err error) {
 	o.reason, o.err = reason, err
 }
 
+// isRenderError reports whether err says the spec cannot render, which only a change fixes.
+func isRenderError(err error) bool {
+	var ve *render.ValuesError
+	var te *render.TemplateError
+	return errors.As(err, &ve) || errors.As(err, &te)
+}
+
 // reasonFor classifies an error from rendering.
 func reasonFor(err error) string {
 	var ve *render.ValuesError

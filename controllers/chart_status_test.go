@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -75,6 +76,12 @@ func TestReasonFor(t *testing.T) {
 	}
 	if r := reasonFor(errors.New("x")); r != infrav1alpha1.ReasonRenderFailed {
 		t.Errorf("other error → %s", r)
+	}
+	if isRenderError(errors.New("reading cluster capabilities: timeout")) {
+		t.Error("a discovery failure was taken for a render error (it would never be retried)")
+	}
+	if !isRenderError(fmt.Errorf("wrapped: %w", &render.TemplateError{Err: errors.New("x")})) {
+		t.Error("a wrapped template error was not recognized")
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 )
 
 // DefaultMaxConcurrentReconciles is used when an entry does not set maxConcurrentReconciles.
-const DefaultMaxConcurrentReconciles = 4
+// Reconciles wait on the API server far more than they compute, so this is well above the
+// core count.
+const DefaultMaxConcurrentReconciles = 16
 
 // Watch is one entry of watches.yaml.
 type Watch struct {

@@ -42,6 +42,7 @@ type Report struct {
 	WritesRatio float64 `json:"writesRatioToFloor"`
 	// The workspace API: N concurrent create-and-wait calls against N Deployments made directly.
 	PodsFloor      Latency `json:"workspacePodsFloor"`
+	VolumeFloor    Latency `json:"workspacePodsWithVolumeFloor"`
 	CreateAndWait  Latency `json:"workspaceCreateAndWait"`
 	CreateP50Ratio float64 `json:"createAndWaitP50RatioToFloor"`
 	CreateP99Ratio float64 `json:"createAndWaitP99RatioToFloor"`
@@ -154,8 +155,11 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.Resync, err = b.resync(ctx, op); err != nil {
 		return nil, fmt.Errorf("resync: %w", err)
 	}
-	if rep.PodsFloor, err = b.podsFloor(ctx); err != nil {
+	if rep.PodsFloor, err = b.podsFloor(ctx, wsFloorNamespace, false); err != nil {
 		return nil, fmt.Errorf("workspace floor: %w", err)
+	}
+	if rep.VolumeFloor, err = b.podsFloor(ctx, wsVolumeNamespace, true); err != nil {
+		return nil, fmt.Errorf("workspace floor with volumes: %w", err)
 	}
 	if rep.CreateAndWait, err = b.createAndWait(ctx); err != nil {
 		return nil, fmt.Errorf("workspaces: %w", err)
@@ -183,6 +187,7 @@ func report(r *Report, jsonPath string) error {
 		fmt.Printf("%-44s %8.2f %8.2f %8.2f %8.2f\n", name, l.P50, l.P99, l.Max, l.Seconds)
 	}
 	lat("floor: Deployment created → pod ready", r.PodsFloor)
+	lat("floor with a PVC each (the workspace's shape)", r.VolumeFloor)
 	lat("createSpaceAndWaitForRunning (gRPC)", r.CreateAndWait)
 	fmt.Printf("\ncreate-and-wait vs floor: p50 %.2fx, p99 %.2fx\n", r.CreateP50Ratio, r.CreateP99Ratio)
 	data, err := json.MarshalIndent(r, "", "  ")

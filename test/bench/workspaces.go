@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,12 +25,13 @@ import (
 )
 
 const (
-	wsFloorNamespace = "bench-pods"
-	wsNamespace      = "bench-workspaces"
-	benchUser        = "bench"
-	benchToken       = "bench-token"
-	apiNamespace     = "bench-api"
-	apiSecret        = "api-tokens"
+	wsFloorNamespace  = "bench-pods"
+	wsVolumeNamespace = "bench-pods-volume"
+	wsNamespace       = "bench-workspaces"
+	benchUser         = "bench"
+	benchToken        = "bench-token"
+	apiNamespace      = "bench-api"
+	apiSecret         = "api-tokens"
 )
 
 // Latency is the spread of per-call times of one phase.
@@ -49,7 +51,7 @@ func latency(samples []time.Duration, wall time.Duration) Latency {
 
 // grpcFlags prepares what the operator needs to serve the API for the bench and returns its flags.
 func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
-	for _, ns := range []string{apiNamespace, wsNamespace, wsFloorNamespace} {
+	for _, ns := range []string{apiNamespace, wsNamespace, wsFloorNamespace, wsVolumeNamespace} {
 		if err := b.namespace(ctx, ns); err != nil {
 			return nil, err
 		}
@@ -73,10 +75,11 @@ func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
 		"--quota-max-workspaces=" + n, "--quota-max-running=" + n}, nil
 }
 
-// podsFloor creates N Deployments of the IDE pod directly (no operator, no volume) at once and
-// measures, for each, the time from its create call until its pod is ready.
-func (b *bench) podsFloor(ctx context.Context) (Latency, error) {
-	fmt.Printf("bench: workspace floor: %d Deployments created directly\n", b.o.workspaces)
+// podsFloor creates N Deployments of the IDE pod directly (no operator) at once, with a
+// PersistentVolumeClaim each when withVolume, and measures, for each, the time from its create
+// call until its pod is ready.
+func (b *bench) podsFloor(ctx context.Context, ns string, withVolume bool) (Latency, error) {
+	fmt.Printf("bench: workspace floor: %d Deployments created directly in %s (volume: %v)\n", b.o.workspaces, ns, withVolume)
 	start := time.Now()
 	began := make([]time.Time, b.o.workspaces)
 	var wg sync.WaitGroup
@@ -86,8 +89,11 @@ func (b *bench) podsFloor(ctx context.Context) (Latency, error) {
 		go func() {
 			defer wg.Done()
 			began[i] = time.Now()
-			if err := b.c.Create(ctx, idePodDeployment(i)); err != nil {
-				errs <- err
+			for _, obj := range idePod(ns, i, withVolume) {
+				if err := b.c.Create(ctx, obj); err != nil {
+					errs <- err
+					return
+				}
 			}
 		}()
 	}
@@ -99,7 +105,7 @@ func (b *bench) podsFloor(ctx context.Context) (Latency, error) {
 	ready := map[string]time.Time{}
 	err := b.waitUntil(ctx, func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		if err := b.c.List(ctx, &pods, client.InNamespace(wsFloorNamespace)); err != nil {
+		if err := b.c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		for _, p := range pods.Items {
@@ -119,10 +125,12 @@ func (b *bench) podsFloor(ctx context.Context) (Latency, error) {
 	return latency(samples, time.Since(start)), nil
 }
 
-func idePodDeployment(i int) *appsv1.Deployment {
-	labels := map[string]string{"ide": fmt.Sprintf("ide-%d", i)}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: wsFloorNamespace, Name: fmt.Sprintf("ide-%d", i)},
+// idePod is the IDE's Deployment, and its claim when withVolume.
+func idePod(ns string, i int, withVolume bool) []client.Object {
+	name := fmt.Sprintf("ide-%d", i)
+	labels := map[string]string{"ide": name}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
@@ -134,6 +142,21 @@ func idePodDeployment(i int) *appsv1.Deployment {
 			},
 		},
 	}
+	if !withVolume {
+		return []client.Object{dep}
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-home"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+		},
+	}
+	spec := &dep.Spec.Template.Spec
+	spec.Volumes = []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name}}}}
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/coder"}}
+	return []client.Object{pvc, dep}
 }
 
 func podReady(p *corev1.Pod) bool {
