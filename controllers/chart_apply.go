@@ -78,7 +78,7 @@ func (r *ChartReconciler) projectStatus(ctx context.Context, s *scope, live []*u
 	if err != nil {
 		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
-	s.extra = res.Fields
+	s.extra, s.progress = res.Fields, res.Progress
 	return res.RequeueAfter, nil
 }
 

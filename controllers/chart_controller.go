@@ -64,6 +64,17 @@ type ChartReconciler struct {
 
 	memoMu sync.Mutex
 	memo   map[types.NamespacedName]rendered
+	// written is what was last written for each CR. The cache can lag behind our own writes;
+	// this keeps a stale read from writing the same thing twice.
+	written map[types.NamespacedName]lastWrite
+}
+
+// lastWrite is what the reconciler last wrote for one CR.
+type lastWrite struct {
+	uid       types.UID
+	status    any // the status as written
+	at        time.Time
+	finalizer bool // the finalizer was added
 }
 
 // rendered remembers a CR's last render, so an unchanged CR is never rendered twice.
@@ -77,8 +88,10 @@ type scope struct {
 	obj      *unstructured.Unstructured
 	status   engineStatus
 	extra    map[string]any
+	progress []string // the extra fields that only count progress
 	outcome  outcome
-	released bool // the finalizer is gone: the object may be too, so skip the status patch
+	released bool          // the finalizer is gone: the object may be too, so skip the status patch
+	deferred time.Duration // a progress-only status write was put off by this long
 }
 
 func (r *ChartReconciler) newObject() *unstructured.Unstructured {
@@ -105,7 +118,7 @@ func (r *ChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 		return ctrl.Result{}, nil
 	}
 	deleting := !obj.GetDeletionTimestamp().IsZero()
-	if !deleting && !controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) {
+	if !deleting && !controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) && !r.lastWrite(obj).finalizer {
 		if err := r.addFinalizer(ctx, obj); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -119,6 +132,7 @@ func (r *ChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 		if err := r.patchStatus(ctx, base, s); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
+		res.RequeueAfter = minPositive(res.RequeueAfter, s.deferred)
 	}()
 	switch {
 	case deleting:
@@ -145,7 +159,31 @@ func (r *ChartReconciler) addFinalizer(ctx context.Context, obj *unstructured.Un
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("adding the finalizer: %w", err)
 	}
+	r.recordWrite(obj, func(w *lastWrite) { w.finalizer = true })
 	return nil
+}
+
+// lastWrite returns what was last written for obj (nothing if obj is a new incarnation).
+func (r *ChartReconciler) lastWrite(obj *unstructured.Unstructured) lastWrite {
+	r.memoMu.Lock()
+	defer r.memoMu.Unlock()
+	w := r.written[client.ObjectKeyFromObject(obj)]
+	if w.uid != obj.GetUID() {
+		return lastWrite{}
+	}
+	return w
+}
+
+func (r *ChartReconciler) recordWrite(obj *unstructured.Unstructured, update func(*lastWrite)) {
+	r.memoMu.Lock()
+	defer r.memoMu.Unlock()
+	key := client.ObjectKeyFromObject(obj)
+	w := r.written[key]
+	if w.uid != obj.GetUID() {
+		w = lastWrite{uid: obj.GetUID()}
+	}
+	update(&w)
+	r.written[key] = w
 }
 
 // patchStatus writes the scope's status in one patch, and only when it changed.
@@ -158,12 +196,21 @@ func (r *ChartReconciler) patchStatus(ctx context.Context, base *unstructured.Un
 	if err := writeStatus(s.obj, s.status, s.extra); err != nil {
 		return fmt.Errorf("building status: %w", err)
 	}
-	if equalStatus(base, s.obj) {
+	status, _, _ := unstructured.NestedFieldCopy(s.obj.Object, "status")
+	last := r.lastWrite(s.obj)
+	if equalStatus(base, s.obj) || (last.status != nil && jsonEqual(last.status, status)) {
 		return nil
+	}
+	if progressOnly(base, s.obj, s.progress) && !last.at.IsZero() {
+		if wait := r.cfg.statusInterval - time.Since(last.at); wait > 0 {
+			s.deferred = wait
+			return nil
+		}
 	}
 	if err := r.client.Status().Patch(ctx, s.obj, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("patching status: %w", err)
 	}
+	r.recordWrite(s.obj, func(w *lastWrite) { w.status, w.at = status, time.Now() })
 	return nil
 }
 
@@ -185,6 +232,7 @@ func (r *ChartReconciler) event(obj *unstructured.Unstructured, warning bool, re
 func (r *ChartReconciler) forget(key types.NamespacedName) {
 	r.memoMu.Lock()
 	delete(r.memo, key)
+	delete(r.written, key)
 	r.memoMu.Unlock()
 	r.metrics.forget(r.gvk.Kind, key)
 }

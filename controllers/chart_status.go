@@ -157,3 +157,27 @@ func childProblems(children []*unstructured.Unstructured) (failed, waiting []str
 	}
 	return failed, waiting
 }
+
+// progressOnly reports whether b's status differs from a's only in progress: the named
+// progress fields and the conditions' messages. Condition statuses and reasons, the observed
+// generation, the inventory and every other field are significant.
+func progressOnly(a, b *unstructured.Unstructured, progress []string) bool {
+	return jsonEqual(significant(a, progress), significant(b, progress))
+}
+
+func significant(obj *unstructured.Unstructured, progress []string) map[string]any {
+	st, _, _ := unstructured.NestedMap(obj.Object, "status")
+	if st == nil {
+		return nil
+	}
+	for _, f := range progress {
+		delete(st, f)
+	}
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok {
+			delete(m, "message")
+		}
+	}
+	return st
+}

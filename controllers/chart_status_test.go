@@ -103,3 +103,34 @@ func TestWriteStatusKeepsForeignFields(t *testing.T) {
 		t.Error("describe")
 	}
 }
+
+func TestProgressOnly(t *testing.T) {
+	status := func(installed int64, ready, msg string, gen int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+			"installed": installed, "observedGeneration": gen,
+			"conditions": []any{map[string]any{"type": "Ready", "status": ready, "reason": "Applying", "message": msg}},
+		}}}
+	}
+	base := status(0, "False", "Available: 0/2", 1)
+	progress := []string{"installed"}
+	cases := []struct {
+		name string
+		next *unstructured.Unstructured
+		want bool
+	}{
+		{"count and message moved", status(1, "False", "Available: 1/2", 1), true},
+		{"condition status changed", status(2, "True", "2 children are ready", 1), false},
+		{"new generation observed", status(1, "False", "Available: 1/2", 2), false},
+	}
+	for _, tc := range cases {
+		if got := progressOnly(base, tc.next, progress); got != tc.want {
+			t.Errorf("%s: progressOnly = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if progressOnly(base, status(1, "False", "Available: 0/2", 1), nil) {
+		t.Error("a field not named as progress was treated as progress")
+	}
+	if base.Object["status"].(map[string]any)["installed"] != int64(0) {
+		t.Error("progressOnly modified its input")
+	}
+}

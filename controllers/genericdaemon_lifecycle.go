@@ -38,7 +38,7 @@ func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, children []*u
 		return StatusResult{Fields: map[string]any{
 			"installed": int64(ds.Status.NumberReady),
 			"desired":   int64(ds.Status.DesiredNumberScheduled),
-		}}, nil
+		}, Progress: []string{"installed", "desired"}}, nil
 	}
 	return StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}}, nil
 }

@@ -32,6 +32,10 @@ type StatusResult struct {
 	// RequeueAfter, when positive, asks to look again after this long even if nothing changes
 	// (for example when a start timeout will expire).
 	RequeueAfter time.Duration
+	// Progress names the Fields that only count progress (like ready replicas). A status whose
+	// only changes are in these fields and in condition messages is written at most once per
+	// status interval, so that a rollout does not cost a write per step.
+	Progress []string
 }
 
 // PodObserver is implemented by lifecycles whose status needs the pods that the chart's

@@ -19,6 +19,7 @@ type config struct {
 	pollInterval     time.Duration
 	deleteInterval   time.Duration
 	reconcileTimeout time.Duration
+	statusInterval   time.Duration
 }
 
 func defaultConfig() config {
@@ -29,6 +30,7 @@ func defaultConfig() config {
 		pollInterval:     10 * time.Second,
 		deleteInterval:   2 * time.Second,
 		reconcileTimeout: 2 * time.Minute,
+		statusInterval:   5 * time.Second,
 	}
 }
 
@@ -85,6 +87,18 @@ func WithPollInterval(d time.Duration) Option {
 			return fmt.Errorf("poll interval %s must be positive", d)
 		}
 		c.pollInterval = d
+		return nil
+	}
+}
+
+// WithStatusInterval sets how often a status whose only changes are progress (counts and
+// condition messages) may be written (default 5s); other changes are written at once.
+func WithStatusInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("status interval %s must not be negative", d)
+		}
+		c.statusInterval = d
 		return nil
 	}
 }

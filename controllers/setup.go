@@ -97,6 +97,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, children cache.Cach
 		recorder: mgr.GetEventRecorderFor(DefaultFieldManager), caps: caps, chart: chart, lifecycle: lc,
 		watch: w, gvk: w.GroupVersionKind(), selector: sel, cfg: cfg, metrics: sharedMetrics(),
 		watched: map[schema.GroupVersionKind]bool{}, memo: map[types.NamespacedName]rendered{},
+		written: map[types.NamespacedName]lastWrite{},
 	}
 	return r.SetupWithManager(mgr)
 }

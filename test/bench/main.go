@@ -50,11 +50,13 @@ type Report struct {
 
 // Phase is one measured stretch of the run.
 type Phase struct {
-	Seconds       float64 `json:"seconds"`
-	Writes        float64 `json:"writes"`
-	WritesPerCR   float64 `json:"writesPerCR"`
-	OperatorCPU   float64 `json:"operatorCPUSeconds,omitempty"`
-	OperatorRSSMB float64 `json:"operatorPeakRSSMiB,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	Writes      float64 `json:"writes"`
+	WritesPerCR float64 `json:"writesPerCR"`
+	// WritesPerCRByResource splits WritesPerCR by the resource written.
+	WritesPerCRByResource map[string]float64 `json:"writesPerCRByResource,omitempty"`
+	OperatorCPU           float64            `json:"operatorCPUSeconds,omitempty"`
+	OperatorRSSMB         float64            `json:"operatorPeakRSSMiB,omitempty"`
 }
 
 func main() {

@@ -138,6 +138,12 @@ func (b *bench) phase(ctx context.Context, op *framework.Operator, fn func() err
 	// Leases are the control plane's own heartbeats, not work caused by the phase.
 	p.Writes = framework.Sum(after) - framework.Sum(before) - (after["leases"] - before["leases"])
 	p.WritesPerCR = p.Writes / float64(b.o.n)
+	p.WritesPerCRByResource = map[string]float64{}
+	for r, n := range after {
+		if d := n - before[r]; d > 0 && r != "leases" {
+			p.WritesPerCRByResource[r] = d / float64(b.o.n)
+		}
+	}
 	if op != nil {
 		u1, err := framework.Usage(op.PID())
 		if err != nil {
