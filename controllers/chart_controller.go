@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -69,7 +70,7 @@ type ChartReconciler struct {
 	written map[types.NamespacedName]lastWrite
 }
 
-// lastWrite is what the reconciler last wrote for one CR.
+// lastWrite is what the reconciler last wrote for one CR (dropped when the CR is gone).
 type lastWrite struct {
 	uid       types.UID
 	status    any // the status as written
@@ -117,6 +118,9 @@ func (r *ChartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 	if !r.selector.Matches(labels.Set(obj.GetLabels())) {
 		return ctrl.Result{}, nil
 	}
+	if err := r.overlayLastStatus(obj); err != nil {
+		return ctrl.Result{}, err
+	}
 	deleting := !obj.GetDeletionTimestamp().IsZero()
 	if !deleting && !controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) && !r.lastWrite(obj).finalizer {
 		if err := r.addFinalizer(ctx, obj); err != nil {
@@ -163,6 +167,20 @@ func (r *ChartReconciler) addFinalizer(ctx context.Context, obj *unstructured.Un
 	return nil
 }
 
+// overlayLastStatus puts the status this reconciler last wrote onto obj. The operator is the
+// status's only writer, so that is what the server has even when the cache has not caught up;
+// computing from it, and patching against it, never repeats or undoes a write.
+func (r *ChartReconciler) overlayLastStatus(obj *unstructured.Unstructured) error {
+	last := r.lastWrite(obj)
+	if last.status == nil {
+		return nil
+	}
+	if err := unstructured.SetNestedField(obj.Object, runtime.DeepCopyJSONValue(last.status), "status"); err != nil {
+		return fmt.Errorf("restoring the last written status: %w", err)
+	}
+	return nil
+}
+
 // lastWrite returns what was last written for obj (nothing if obj is a new incarnation).
 func (r *ChartReconciler) lastWrite(obj *unstructured.Unstructured) lastWrite {
 	r.memoMu.Lock()
@@ -197,10 +215,10 @@ func (r *ChartReconciler) patchStatus(ctx context.Context, base *unstructured.Un
 		return fmt.Errorf("building status: %w", err)
 	}
 	status, _, _ := unstructured.NestedFieldCopy(s.obj.Object, "status")
-	last := r.lastWrite(s.obj)
-	if equalStatus(base, s.obj) || (last.status != nil && jsonEqual(last.status, status)) {
+	if equalStatus(base, s.obj) {
 		return nil
 	}
+	last := r.lastWrite(s.obj)
 	if progressOnly(base, s.obj, s.progress) && !last.at.IsZero() {
 		if wait := r.cfg.statusInterval - time.Since(last.at); wait > 0 {
 			s.deferred = wait
