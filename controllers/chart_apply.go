@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -336,22 +335,4 @@ func (r *ChartReconciler) deleteChild(ctx context.Context, owner *unstructured.U
 	}
 	r.event(owner, false, infrav1alpha1.EventChildDeleted, "Deleted %s", describe(current))
 	return true, nil
-}
-
-// jsonEqual compares two JSON-like values (from unstructured objects).
-func jsonEqual(a, b any) bool {
-	if isEmptyJSON(a) && isEmptyJSON(b) {
-		return true
-	}
-	return equality.Semantic.DeepEqual(a, b)
-}
-
-func isEmptyJSON(v any) bool {
-	switch t := v.(type) {
-	case nil:
-		return true
-	case map[string]any:
-		return len(t) == 0
-	}
-	return false
 }

@@ -232,12 +232,6 @@ func (r *ChartReconciler) patchStatus(ctx context.Context, base *unstructured.Un
 	return nil
 }
 
-func equalStatus(a, b *unstructured.Unstructured) bool {
-	as, _, _ := unstructured.NestedFieldNoCopy(a.Object, "status")
-	bs, _, _ := unstructured.NestedFieldNoCopy(b.Object, "status")
-	return jsonEqual(as, bs)
-}
-
 // event records an event on the custom resource.
 func (r *ChartReconciler) event(obj *unstructured.Unstructured, warning bool, reason, format string, args ...any) {
 	kind := "Normal"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -180,4 +181,29 @@ func significant(obj *unstructured.Unstructured, progress []string) map[string]a
 		}
 	}
 	return st
+}
+
+// equalStatus reports whether two objects carry the same status.
+func equalStatus(a, b *unstructured.Unstructured) bool {
+	as, _, _ := unstructured.NestedFieldNoCopy(a.Object, "status")
+	bs, _, _ := unstructured.NestedFieldNoCopy(b.Object, "status")
+	return jsonEqual(as, bs)
+}
+
+// jsonEqual compares two JSON-like values (from unstructured objects).
+func jsonEqual(a, b any) bool {
+	if isEmptyJSON(a) && isEmptyJSON(b) {
+		return true
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+func isEmptyJSON(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(t) == 0
+	}
+	return false
 }

@@ -65,15 +65,20 @@ func (s *v1Service) List(ctx context.Context, in *workspacev1.ListWorkspacesRequ
 
 func (s *v1Service) Start(ctx context.Context, in *workspacev1.StartWorkspaceRequest) (*workspacev1.Workspace, error) {
 	ref := in.GetRef()
-	key := types.NamespacedName{Namespace: ref.GetNamespace(), Name: ref.GetName()}
-	poke, stop := s.w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Name == key.Name })
+	ns, err := s.w.namespaceFor(ref.GetNamespace(), refFields.namespace)
+	if err != nil {
+		return nil, err
+	}
+	key := types.NamespacedName{Namespace: ns, Name: ref.GetName()}
+	// Subscribe before starting, so that the Running event cannot be missed.
+	poke, stop := s.w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Namespace == key.Namespace && o.Name == key.Name })
 	defer stop()
-	ws, err := s.w.setRunning(ctx, userFrom(ctx), ref.GetNamespace(), ref.GetName(), true, refFields)
+	ws, err := s.w.setRunning(ctx, userFrom(ctx), ns, key.Name, true, refFields)
 	if err != nil || !in.GetWait() {
 		return toV1OrNil(ws), err
 	}
 	// Starting an existing workspace never deletes it, whatever happens.
-	ws, err = s.w.waitRunning(ctx, types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}, ws.UID, poke, false)
+	ws, err = s.w.waitRunning(ctx, key, ws.UID, poke, false)
 	return toV1OrNil(ws), err
 }
 

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -172,30 +171,23 @@ func (b *bench) startOperator(ctx context.Context, logName string) (*framework.O
 
 // reconciles reads the operator's GenericDaemon reconcile count from its metrics endpoint.
 func reconciles(ctx context.Context, op *framework.Operator) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+op.MetricsAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+op.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return 0, err
-	}
-	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(&buf)
+	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return 0, err
 	}
-	var n float64
-	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "controller" && l.GetValue() == "genericdaemon.infra.cloudspace.dev" {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n, nil
+	counts, err := framework.SumCounter(raw, "controller_runtime_reconcile_total", func(labels map[string]string) (string, bool) {
+		return "", labels["controller"] == "genericdaemon.infra.cloudspace.dev"
+	})
+	return counts[""], err
 }
 
 func (b *bench) daemonSetsReady(ctx context.Context) (bool, error) {

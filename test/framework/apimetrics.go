@@ -21,28 +21,29 @@ func APIWrites(ctx context.Context, c rest.Interface, resources ...string) (map[
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
+	return SumCounter(raw, "apiserver_request_total", func(labels map[string]string) (string, bool) {
+		keep := slices.Contains(writeVerbs, labels["verb"]) && (len(resources) == 0 || slices.Contains(resources, labels["resource"]))
+		return labels["resource"], keep
+	})
+}
+
+// SumCounter parses Prometheus text exposition and sums the counter family's samples by the key
+// that group returns for each sample's labels, skipping samples for which it returns false.
+func SumCounter(raw []byte, family string, group func(labels map[string]string) (string, bool)) (map[string]float64, error) {
 	var parser expfmt.TextParser
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
+		return nil, fmt.Errorf("parsing metrics: %w", err)
 	}
 	out := map[string]float64{}
-	family := families["apiserver_request_total"]
-	if family == nil {
-		return out, nil
-	}
-	for _, m := range family.GetMetric() {
+	for _, m := range families[family].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if !slices.Contains(writeVerbs, labels["verb"]) {
-			continue
+		if key, ok := group(labels); ok {
+			out[key] += m.GetCounter().GetValue()
 		}
-		if len(resources) > 0 && !slices.Contains(resources, labels["resource"]) {
-			continue
-		}
-		out[labels["resource"]] += m.GetCounter().GetValue()
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,20 +69,14 @@ func gone(obj client.Object) error {
 
 // condition returns the named condition of an unstructured object's status.
 func condition(u *unstructured.Unstructured, condType string) *metav1.Condition {
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	var conds []metav1.Condition
-	for _, r := range raw {
-		m, _ := r.(map[string]any)
-		c := metav1.Condition{}
-		c.Type, _ = m["type"].(string)
-		s, _ := m["status"].(string)
-		c.Status = metav1.ConditionStatus(s)
-		c.Reason, _ = m["reason"].(string)
-		c.Message, _ = m["message"].(string)
-		c.ObservedGeneration, _ = m["observedGeneration"].(int64)
-		conds = append(conds, c)
+	var st struct {
+		Conditions []metav1.Condition `json:"conditions"`
 	}
-	return meta.FindStatusCondition(conds, condType)
+	raw, _, _ := unstructured.NestedMap(u.Object, "status")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st); err != nil {
+		return nil
+	}
+	return meta.FindStatusCondition(st.Conditions, condType)
 }
 
 func hasCondition(u *unstructured.Unstructured, condType string, status metav1.ConditionStatus, reason string) error {
