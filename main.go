@@ -26,6 +26,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
@@ -200,8 +201,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := append(controllers.DefaultLifecycles(), controllers.WithNamespaces(o.watchNamespaces))
-	if err := controllers.Setup(mgr, ws, opts...); err != nil {
+	if err := controllers.Setup(mgr, ws, engine.WithNamespaces(o.watchNamespaces)); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
 	if err := setupGRPC(mgr, o.grpc); err != nil {

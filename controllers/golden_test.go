@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 )
 
@@ -21,17 +22,17 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 func goldenCaps() *chartutil.Capabilities {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
-	// Discovery lists kinds too (see capabilities.fetch); charts test for them.
+	// Discovery lists kinds too; charts test for them.
 	caps.APIVersions = append(caps.APIVersions, "networking.k8s.io/v1/Ingress")
 	return caps
 }
 
-// TestGolden renders each CR under testdata/<chart>/ through its kind's lifecycle and chart,
-// and compares the decorated children with <name>.golden.
+// TestGolden renders each CR under testdata/<chart>/ as the engine would for its kind, and
+// compares the decorated children with <name>.golden.
 func TestGolden(t *testing.T) {
 	cases := []struct {
 		chart     string
-		lifecycle Lifecycle
+		lifecycle engine.Lifecycle
 	}{
 		{"genericdaemon", GenericDaemonLifecycle{}},
 		{"workspace", WorkspaceLifecycle{}},
@@ -41,7 +42,10 @@ func TestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inputs, _ := filepath.Glob(filepath.Join("testdata", tc.chart, "*.yaml"))
+		inputs, err := filepath.Glob(filepath.Join("testdata", tc.chart, "*.yaml"))
+		if err != nil || len(inputs) == 0 {
+			t.Fatalf("no golden inputs under testdata/%s (%v): a golden test that compares nothing tests nothing", tc.chart, err)
+		}
 		for _, in := range inputs {
 			t.Run(filepath.Base(in), func(t *testing.T) {
 				got := renderGolden(t, chart, tc.lifecycle, in)
@@ -63,7 +67,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func renderGolden(t *testing.T, chart *render.Chart, lc Lifecycle, path string) []byte {
+func renderGolden(t *testing.T, chart *render.Chart, lc engine.Lifecycle, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -73,19 +77,12 @@ func renderGolden(t *testing.T, chart *render.Chart, lc Lifecycle, path string) 
 	if err := yaml.Unmarshal(data, &cr.Object); err != nil {
 		t.Fatal(err)
 	}
-	values, err := lc.Values(cr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := chart.Render(render.Input{Name: cr.GetName(), Namespace: cr.GetNamespace(), Values: values, Capabilities: goldenCaps()})
+	objs, err := engine.Preview(chart, lc, cr, goldenCaps())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	for _, o := range objs {
-		if err := decorate(o, cr, chart.Name(), chart.Version()); err != nil {
-			t.Fatal(err)
-		}
 		y, err := yaml.Marshal(o.Object)
 		if err != nil {
 			t.Fatal(err)

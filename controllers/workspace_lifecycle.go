@@ -6,11 +6,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
+
+// Workspace's resource, what helm-charts/workspace renders, and the IDE pods it observes.
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces/status,verbs=get;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // Defaults that also stand in the CRD (for objects created before a default was added).
 const (
@@ -21,16 +32,21 @@ const (
 
 // WorkspaceLifecycle is Workspace's Go code: values from the typed spec; phase, node, address
 // and URL from the IDE pod, with the start timeout; and the storage kept on delete when the
-// reclaim policy says Retain.
+// reclaim policy says Retain, adopted later only by a workspace of the same name and owner.
 type WorkspaceLifecycle struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
 
 var (
-	_ Lifecycle   = WorkspaceLifecycle{}
-	_ PodObserver = WorkspaceLifecycle{}
+	_ engine.Lifecycle   = WorkspaceLifecycle{}
+	_ engine.PodObserver = WorkspaceLifecycle{}
+	_ engine.Adopter     = WorkspaceLifecycle{}
 )
+
+// labelOwner is the workspace owner's label on the chart's volume; a retained volume is adopted
+// only by a workspace of the same owner.
+const labelOwner = "infra.cloudspace.dev/owner"
 
 // ObservesPods asks the engine for the IDE pods.
 func (WorkspaceLifecycle) ObservesPods() {}
@@ -108,8 +124,8 @@ func deref(s *string) string {
 	return *s
 }
 
-// Teardown keeps the home volume when the reclaim policy is Retain.
-func (WorkspaceLifecycle) Teardown(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+// Retain keeps the home volume when the reclaim policy is Retain.
+func (WorkspaceLifecycle) Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	ws, err := decodeWorkspace(obj)
 	if err != nil {
 		return nil, err
@@ -124,4 +140,11 @@ func (WorkspaceLifecycle) Teardown(obj *unstructured.Unstructured, children []*u
 		}
 	}
 	return keep, nil
+}
+
+// Adopt lets a workspace take over a volume retained from an earlier workspace of its name
+// only when both belong to the same user: one user never mounts another's home.
+func (WorkspaceLifecycle) Adopt(obj *unstructured.Unstructured, retained metav1.Object) bool {
+	owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner")
+	return owner != "" && retained.GetLabels()[labelOwner] == owner
 }

@@ -11,42 +11,30 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 // Status computes the phase and the IDE's whereabouts from its pod.
-func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed []*unstructured.Unstructured) (StatusResult, error) {
+func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
 	ws, err := decodeWorkspace(obj)
 	if err != nil {
-		return StatusResult{}, err
+		return engine.StatusResult{}, err
 	}
-	pods, err := podsOf(observed)
+	pods, err := podsOf(observed.Pods)
 	if err != nil {
-		return StatusResult{}, err
+		return engine.StatusResult{}, err
 	}
 	st := workspaceStatus(ws, pods, l.now())
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
-		return StatusResult{}, err
+		return engine.StatusResult{}, err
 	}
-	// The engine owns these; the rest are the workspace's. Cleared fields must be written as
-	// absent, so every workspace field is set (nil where empty) and merged over the old status.
-	for _, k := range []string{"observedGeneration", "conditions", "inventory"} {
-		delete(fields, k)
-	}
-	for _, k := range []string{"message", "nodeName", "podIP", "url", "startedAt", "startRequestedAt", "port"} {
-		if _, ok := fields[k]; !ok {
-			fields[k] = nil
-		}
-	}
-	return StatusResult{Fields: fields, RequeueAfter: untilTimeout(ws, st, l.now())}, nil
+	return engine.StatusResult{Fields: fields, RequeueAfter: untilTimeout(ws, st, l.now())}, nil
 }
 
 func podsOf(observed []*unstructured.Unstructured) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
 	for _, o := range observed {
-		if o.GetKind() != "Pod" {
-			continue
-		}
 		var p corev1.Pod
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p); err != nil {
 			return nil, fmt.Errorf("decoding pod %s: %w", o.GetName(), err)

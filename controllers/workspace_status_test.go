@@ -99,7 +99,7 @@ func TestWorkspaceStartTimeoutCountsFromTheStart(t *testing.T) {
 	}
 }
 
-func TestWorkspaceValuesAndTeardown(t *testing.T) {
+func TestWorkspaceValuesAndRetain(t *testing.T) {
 	ws := workspace(false, infrav1alpha1.WorkspaceStatus{})
 	ws.Spec.Ingress = &infrav1alpha1.WorkspaceIngress{Host: "alice.ide.example.com"}
 	ws.Spec.Storage.ReclaimPolicy = infrav1alpha1.ReclaimRetain
@@ -120,16 +120,39 @@ func TestWorkspaceValuesAndTeardown(t *testing.T) {
 	}
 	pvc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim"}}
 	dep := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"}}
-	keep, err := WorkspaceLifecycle{}.Teardown(u, []*unstructured.Unstructured{dep, pvc})
+	keep, err := WorkspaceLifecycle{}.Retain(u, []*unstructured.Unstructured{dep, pvc})
 	if err != nil || len(keep) != 1 || keep[0] != pvc {
 		t.Errorf("Retain keeps %v, want the PVC only", keep)
 	}
 	ws.Spec.Storage.ReclaimPolicy = infrav1alpha1.ReclaimDelete
 	obj, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ws)
-	if keep, _ := (WorkspaceLifecycle{}).Teardown(&unstructured.Unstructured{Object: obj}, []*unstructured.Unstructured{pvc}); len(keep) != 0 {
+	if keep, _ := (WorkspaceLifecycle{}).Retain(&unstructured.Unstructured{Object: obj}, []*unstructured.Unstructured{pvc}); len(keep) != 0 {
 		t.Errorf("Delete keeps %v", keep)
 	}
 	if workspaceURL(ws) != "http://alice.ide.example.com/" {
 		t.Errorf("url = %s", workspaceURL(ws))
+	}
+}
+
+func TestWorkspaceAdoptsOnlyItsOwnersVolume(t *testing.T) {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(workspace(true, infrav1alpha1.WorkspaceStatus{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &unstructured.Unstructured{Object: obj}
+	cases := []struct {
+		name   string
+		labels map[string]string
+		ok     bool
+	}{
+		{"same owner", map[string]string{labelOwner: "alice"}, true},
+		{"another user's", map[string]string{labelOwner: "bob"}, false},
+		{"no owner label", nil, false},
+	}
+	for _, tc := range cases {
+		pvc := &metav1.ObjectMeta{Name: "alice-go-home", Labels: tc.labels}
+		if got := (WorkspaceLifecycle{}).Adopt(ws, pvc); got != tc.ok {
+			t.Errorf("%s: Adopt = %v, want %v", tc.name, got, tc.ok)
+		}
 	}
 }

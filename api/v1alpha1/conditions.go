@@ -25,6 +25,10 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonPruneFailed: a child that is no longer rendered could not be deleted.
 	ReasonPruneFailed = "PruneFailed"
+	// ReasonOwnershipConflict: an object the operator did not create for this resource stands
+	// where its chart renders a child; nothing is written until it is gone. The message names
+	// the object and who holds it.
+	ReasonOwnershipConflict = "OwnershipConflict"
 	// ReasonChildFailed: a child reports that it failed (kstatus Failed).
 	ReasonChildFailed = "ChildFailed"
 	// ReasonPaused: the CR carries the pause annotation; nothing is reconciled.
@@ -49,8 +53,13 @@ const (
 	EventChildUpdated = "ChildUpdated"
 	// EventChildDeleted: a child was deleted (pruned, or torn down with the CR).
 	EventChildDeleted = "ChildDeleted"
-	// EventChildReleased: a child was left in place on delete, without its owner reference.
+	// EventChildReleased: a child the kind retains was left in place on delete.
 	EventChildReleased = "ChildReleased"
+	// EventChildAdopted: a child kept after an earlier resource of the same name was deleted
+	// was taken over by this one.
+	EventChildAdopted = "ChildAdopted"
+	// EventOwnershipConflict: an object the operator did not create stands in a child's place.
+	EventOwnershipConflict = "OwnershipConflict"
 	// EventReconcileFailed: rendering, applying or pruning failed; the message says why.
 	EventReconcileFailed = "ReconcileFailed"
 )

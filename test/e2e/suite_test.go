@@ -25,6 +25,8 @@ var (
 	// grpcAddr and grpcTLS are where the operator serves the workspace API, and its CA.
 	grpcAddr string
 	grpcTLS  framework.TLSFiles
+	// restartOperator stops the operator and starts it again with the same flags.
+	restartOperator func(ctx context.Context) error
 )
 
 // The API's users and their tokens, as stored in the token Secret.
@@ -97,13 +99,25 @@ func setUp(ctx context.Context, binary, work string) error {
 	if err != nil {
 		return err
 	}
-	if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, filepath.Join(work, "operator.log"), args...); err != nil {
-		return err
+	runs := 0
+	start := func(ctx context.Context) error {
+		runs++
+		log := filepath.Join(work, fmt.Sprintf("operator-%d.log", runs))
+		if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, log, args...); err != nil {
+			return err
+		}
+		if err := operator.WaitReady(ctx); err != nil {
+			return fmt.Errorf("waiting for the operator's readiness probe: %w", err)
+		}
+		return nil
 	}
-	if err := operator.WaitReady(ctx); err != nil {
-		return fmt.Errorf("waiting for the operator's readiness probe: %w", err)
+	restartOperator = func(ctx context.Context) error {
+		if err := operator.Stop(time.Minute); err != nil {
+			return fmt.Errorf("stopping the operator: %w", err)
+		}
+		return start(ctx)
 	}
-	return nil
+	return start(ctx)
 }
 
 // grpcSetUp creates the namespaces and the token Secret and a TLS certificate, and returns

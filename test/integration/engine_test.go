@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 const timeout = 20 * time.Second
@@ -69,15 +69,15 @@ func assertOwnedAndApplied(t *testing.T, obj client.Object, owner types.UID) {
 	if ref == nil || ref.UID != owner {
 		t.Errorf("%s: controller reference = %+v, want owner %s", obj.GetName(), ref, owner)
 	}
-	if obj.GetLabels()[controllers.LabelManagedBy] != controllers.ManagedByValue || obj.GetLabels()[controllers.LabelInstance] == "" {
+	if obj.GetLabels()[engine.LabelManagedBy] != engine.ManagedByValue || obj.GetLabels()[engine.LabelInstance] == "" {
 		t.Errorf("%s: labels = %v, want managed-by and instance", obj.GetName(), obj.GetLabels())
 	}
 	for _, mf := range obj.GetManagedFields() {
-		if mf.Manager == controllers.DefaultFieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
+		if mf.Manager == engine.DefaultFieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
 			return
 		}
 	}
-	t.Errorf("%s: no server-side apply entry for field manager %q in %+v", obj.GetName(), controllers.DefaultFieldManager, obj.GetManagedFields())
+	t.Errorf("%s: no server-side apply entry for field manager %q in %+v", obj.GetName(), engine.DefaultFieldManager, obj.GetManagedFields())
 }
 
 // TestChildNoLongerRenderedIsPruned: turning off a template's condition deletes its object.
@@ -137,7 +137,7 @@ func TestRenderErrorsWriteNothing(t *testing.T) {
 				t.Errorf("Ready = %s, want False", c.Status)
 			}
 			var cms corev1.ConfigMapList
-			if err := k8sClient.List(context.Background(), &cms, client.InNamespace(ns), client.MatchingLabels{controllers.LabelInstance: tc.name}); err != nil {
+			if err := k8sClient.List(context.Background(), &cms, client.InNamespace(ns), client.MatchingLabels{engine.LabelInstance: tc.name}); err != nil {
 				t.Fatal(err)
 			}
 			if len(cms.Items) != 0 {

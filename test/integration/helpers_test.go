@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 var demoGVK = schema.GroupVersionKind{Group: "test.cloudspace.dev", Version: "v1", Kind: "Demo"}
@@ -88,4 +89,19 @@ func hasCondition(u *unstructured.Unstructured, condType string, status metav1.C
 		return fmt.Errorf("condition %s = %+v, want %s/%s", condType, c, status, reason)
 	}
 	return nil
+}
+
+// unstructuredOf is a typed object as an unstructured one of the same kind and key, to read
+// its conditions with hasCondition.
+func unstructuredOf(t *testing.T, obj client.Object) *unstructured.Unstructured {
+	t.Helper()
+	gvk, err := apiutil.GVKForObject(obj, k8sClient.Scheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(obj.GetName())
+	return u
 }

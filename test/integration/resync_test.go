@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
@@ -22,7 +23,8 @@ var operatorResources = []string{"genericdaemons", "workspaces", "demos", "daemo
 
 // TestForcedResyncMakesNoWrites restarts the operator, which re-reads and reconciles every CR
 // from scratch with no memory of earlier work, and counts the write requests the API server
-// served meanwhile: with nothing changed there must be none.
+// served meanwhile: with nothing changed there must be none. The restarted operator serves
+// only this test's namespace, so every reconcile counted is one of this test's resources.
 func TestForcedResyncMakesNoWrites(t *testing.T) {
 	const daemons, demos = 20, 10
 	ns := newNamespace(t)
@@ -45,20 +47,14 @@ func TestForcedResyncMakesNoWrites(t *testing.T) {
 		})
 	}
 	eventually(t, timeout, func() error { return allObserved(ns, daemons) })
-	before := reconciles()
 	writes := stableWrites(t)
 
-	if err := operator.stop(); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if operator, err = startManager(); err != nil {
-		t.Fatal(err)
-	}
-	// Every CR in the cluster (this test's and the other tests' leftovers) is reconciled again.
+	restartManager(t, ns)
+	t.Cleanup(func() { restartManager(t) })
+	before := reconciles()
 	eventually(t, timeout, func() error {
 		if n := reconciles() - before; n < daemons+demos {
-			return fmt.Errorf("%v reconciles since the restart, want at least %d", n, daemons+demos)
+			return fmt.Errorf("%v reconciles of this test's resources since the restart, want at least %d", n, daemons+demos)
 		}
 		return nil
 	})
@@ -67,6 +63,18 @@ func TestForcedResyncMakesNoWrites(t *testing.T) {
 		if n != writes[r] {
 			t.Errorf("%s: %v write requests during the resync, want 0", r, n-writes[r])
 		}
+	}
+}
+
+// restartManager stops the operator and starts it again, serving namespaces (all when none).
+func restartManager(t *testing.T, namespaces ...string) {
+	t.Helper()
+	if err := operator.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if operator, err = startManager(namespaces...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -87,21 +95,26 @@ func allObserved(ns string, want int) error {
 	return nil
 }
 
-// stableWrites waits until the write counters stop moving (two reads 500ms apart agree), so
-// that in-flight work is not mistaken for work caused by the resync.
+// settle is how long the write counters must stand still to count as settled: longer than the
+// status interval, the longest the operator puts a write off.
+const settle = engine.DefaultStatusInterval + time.Second
+
+// stableWrites waits until the write counters have not moved for settle, so that in-flight or
+// deferred work is not mistaken for work caused by the resync, nor missed.
 func stableWrites(t *testing.T) map[string]float64 {
 	t.Helper()
 	var last map[string]float64
-	eventually(t, timeout, func() error {
+	var since time.Time
+	eventually(t, timeout+settle, func() error {
 		cur, err := framework.APIWrites(context.Background(), clientset.RESTClient(), operatorResources...)
 		if err != nil {
 			return err
 		}
-		prev := last
-		last = cur
-		if prev == nil || framework.Sum(prev) != framework.Sum(cur) {
-			time.Sleep(500 * time.Millisecond)
-			return fmt.Errorf("write counters still moving: %v", cur)
+		if last == nil || framework.Sum(last) != framework.Sum(cur) {
+			last, since = cur, time.Now()
+		}
+		if still := time.Since(since); still < settle {
+			return fmt.Errorf("write counters still for %s of %s: %v", still.Round(time.Millisecond), settle, cur)
 		}
 		return nil
 	})

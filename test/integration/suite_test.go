@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
@@ -82,26 +83,34 @@ type runningManager struct {
 	done   chan error
 }
 
-// startManager runs the operator's controllers for the test watches file: GenericDaemon with its
-// Go lifecycle and Demo, a chart kind that no Go code knows.
-func startManager() (*runningManager, error) {
+// startManager runs the operator's controllers for the test watches file: GenericDaemon and
+// Workspace with their Go lifecycles and Demo, a chart kind that no Go code knows. With
+// namespaces, it serves only those (as WATCH_NAMESPACE does).
+func startManager(namespaces ...string) (*runningManager, error) {
 	os.Setenv("DEMO_PORT", "8080")
 	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "test", "testdata", "watches.yaml"))
 	if err != nil {
 		return nil, err
 	}
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if len(namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 framework.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                  cacheOpts,
 		// Tests restart the manager in one process; names are unique within each manager.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, ws, controllers.DefaultLifecycles()...); err != nil {
+	if err := controllers.Setup(mgr, ws, engine.WithNamespaces(namespaces)); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 func newWorkspace(t *testing.T, ns, name string, spec infrav1alpha1.WorkspaceSpec) *infrav1alpha1.Workspace {
@@ -46,7 +46,7 @@ func ideReady(t *testing.T, ws *infrav1alpha1.Workspace) *corev1.Pod {
 	ctx := context.Background()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ws.Namespace, GenerateName: ws.Name + "-ide-", Labels: map[string]string{
-			controllers.LabelName: "workspace", controllers.LabelInstance: ws.Name, controllers.LabelManagedBy: controllers.ManagedByValue,
+			engine.LabelName: "workspace", engine.LabelInstance: ws.Name, engine.LabelManagedBy: engine.ManagedByValue,
 		}},
 		Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "ide", Image: ws.Spec.Image}}},
 	}
@@ -158,15 +158,16 @@ func setRunning(t *testing.T, ws *infrav1alpha1.Workspace, running bool) {
 	}
 }
 
-// TestWorkspaceRetainKeepsStorageForAdoption: with Retain, delete leaves the PVC without an
-// owner; a new workspace of the same name adopts it.
+// TestWorkspaceRetainKeepsStorageForAdoption: with Retain, the volume never has an owner
+// reference (the garbage collector could delete it otherwise) but is recorded as the
+// workspace's; delete leaves it in place; a new workspace of the same name and owner adopts it.
 func TestWorkspaceRetainKeepsStorageForAdoption(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	spec := infrav1alpha1.WorkspaceSpec{Owner: "bob", Storage: infrav1alpha1.WorkspaceStorage{ReclaimPolicy: infrav1alpha1.ReclaimRetain}}
 	ws := newWorkspace(t, ns, "bob-web", spec)
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bob-web-home"}}
-	eventually(t, timeout, func() error { return get(pvc) })
+	eventually(t, timeout, func() error { return retainedFor(pvc, ws.UID) })
 	if err := k8sClient.Delete(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
@@ -174,19 +175,28 @@ func TestWorkspaceRetainKeepsStorageForAdoption(t *testing.T) {
 	if err := get(pvc); err != nil {
 		t.Fatalf("Retain deleted the PVC: %v", err)
 	}
-	if ref := metav1.GetControllerOf(pvc); ref != nil || pvc.Labels[controllers.LabelInstance] != "bob-web" || pvc.Labels[controllers.LabelManagedBy] != "" {
-		t.Errorf("retained PVC: owner %+v, labels %v; want no owner, the instance label and no managed-by", ref, pvc.Labels)
+	if refs := pvc.GetOwnerReferences(); len(refs) != 0 || pvc.Labels[engine.LabelInstance] != "bob-web" || pvc.Labels[engine.LabelManagedBy] != "" {
+		t.Errorf("retained PVC: owners %+v, labels %v; want no owner, the instance label and no managed-by", refs, pvc.Labels)
 	}
 	again := newWorkspace(t, ns, "bob-web", spec)
-	eventually(t, timeout, func() error {
-		if err := get(pvc); err != nil {
-			return err
-		}
-		if ref := metav1.GetControllerOf(pvc); ref == nil || ref.UID != again.UID {
-			return fmt.Errorf("PVC owner %+v, want the new workspace", ref)
-		}
-		return nil
-	})
+	eventually(t, timeout, func() error { return retainedFor(pvc, again.UID) })
+	if pvc.Labels[engine.LabelManagedBy] != engine.ManagedByValue {
+		t.Errorf("adopted PVC labels %v, want managed-by again", pvc.Labels)
+	}
+}
+
+// retainedFor checks that a retained child has no owner reference and is recorded as uid's.
+func retainedFor(obj client.Object, uid types.UID) error {
+	if err := get(obj); err != nil {
+		return err
+	}
+	if refs := obj.GetOwnerReferences(); len(refs) != 0 {
+		return fmt.Errorf("%s has owner references %+v; a retained child must have none", obj.GetName(), refs)
+	}
+	if v := obj.GetAnnotations()[engine.AnnotationRetainedFor]; !strings.HasSuffix(v, "/"+string(uid)) {
+		return fmt.Errorf("%s is retained for %q, want workspace %s", obj.GetName(), v, uid)
+	}
+	return nil
 }
 
 // TestWorkspaceStartTimeout: an IDE that never becomes ready fails with the reason.

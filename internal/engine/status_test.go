@@ -1,4 +1,4 @@
-package controllers
+package engine
 
 import (
 	"errors"
@@ -85,15 +85,25 @@ func TestReasonFor(t *testing.T) {
 	}
 }
 
-func TestWriteStatusKeepsForeignFields(t *testing.T) {
-	obj := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"installed": int64(1), "phase": "Running"}}}
+// TestWriteStatusOwnsTheKeys: the kind's fields are its whole part of the status (a field it
+// leaves out, or sets to nil, is removed), and it can never replace the engine's own keys.
+func TestWriteStatusOwnsTheKeys(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+		"installed": int64(1), "phase": "Running", "nodeName": "n1", "observedGeneration": int64(1),
+	}}}
 	st := engineStatus{ObservedGeneration: 2, Inventory: &infrav1alpha1.Inventory{Entries: []infrav1alpha1.InventoryEntry{{ID: "a_b__C", Version: "v1"}}}}
-	if err := writeStatus(obj, st, map[string]any{"installed": int64(3)}); err != nil {
+	fields := map[string]any{"installed": int64(3), "phase": nil, "observedGeneration": int64(9), "conditions": []any{"forged"}}
+	if err := writeStatus(obj, st, fields); err != nil {
 		t.Fatal(err)
 	}
 	got, _, _ := unstructured.NestedMap(obj.Object, "status")
-	if got["phase"] != "Running" || got["installed"] != int64(3) || got["observedGeneration"] != int64(2) {
-		t.Errorf("status = %v", got)
+	if got["installed"] != int64(3) || got["observedGeneration"] != int64(2) {
+		t.Errorf("status = %v: want the kind's installed and the engine's observedGeneration", got)
+	}
+	for _, gone := range []string{"phase", "nodeName", "conditions"} {
+		if _, ok := got[gone]; ok {
+			t.Errorf("status.%s = %v, want it removed", gone, got[gone])
+		}
 	}
 	back, err := readStatus(obj)
 	if err != nil || back.ObservedGeneration != 2 || len(back.Inventory.Entries) != 1 {

@@ -1,10 +1,11 @@
-package controllers
+package engine
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,17 +17,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
-// Setup registers one ChartReconciler per watches.yaml entry with the manager. Every chart is
+// Setup registers one Reconciler per watches.yaml entry with the manager. Every chart is
 // loaded here, so a broken chart stops the operator at start rather than at the first CR.
 func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 	cfg := defaultConfig()
@@ -35,7 +38,7 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 			return err
 		}
 	}
-	children, err := newChildCache(mgr, cfg.namespaces)
+	childCache, err := newChildCache(mgr, cfg.namespaces)
 	if err != nil {
 		return err
 	}
@@ -47,7 +50,7 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 	}
 	caps := newCapabilities(dc, cfg.capabilitiesTTL)
 	for _, w := range ws {
-		if err := setupOne(mgr, w, cfg, children, caps); err != nil {
+		if err := setupOne(mgr, w, cfg, childCache, caps); err != nil {
 			return fmt.Errorf("watches entry on line %d (%s): %w", w.Line, w.GroupVersionKind(), err)
 		}
 	}
@@ -79,7 +82,7 @@ func newChildCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
 	return c, nil
 }
 
-func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, children cache.Cache, caps *capabilities) error {
+func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Cache, caps *capabilities) error {
 	chart, err := render.Load(w.Chart)
 	if err != nil {
 		return err
@@ -92,25 +95,28 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, children cache.Cach
 	if lc == nil {
 		lc = ChartOnly{}
 	}
-	r := &ChartReconciler{
-		client: mgr.GetClient(), reader: mgr.GetCache(), children: children, mapper: mgr.GetRESTMapper(),
-		recorder: mgr.GetEventRecorderFor(DefaultFieldManager), caps: caps, chart: chart, lifecycle: lc,
-		watch: w, gvk: w.GroupVersionKind(), selector: sel, cfg: cfg, metrics: sharedMetrics(),
-		watched: map[schema.GroupVersionKind]bool{}, memo: map[types.NamespacedName]rendered{},
-		written: map[types.NamespacedName]lastWrite{},
+	r := &Reconciler{
+		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), resources: mgr.GetCache(), childCache: childCache,
+		mapper: mgr.GetRESTMapper(), recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
+		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, cfg: cfg, metrics: sharedMetrics(),
+		watched: map[schema.GroupVersionKind]bool{},
 	}
 	return r.SetupWithManager(mgr)
 }
 
 // SetupWithManager builds the reconciler's controller. Child kinds are watched as the chart
 // renders them (ensureWatches), since only the chart knows them.
-func (r *ChartReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name()).
 		For(r.newObject(), builder.WithPredicates(
-			predicate.NewPredicateFuncs(func(o client.Object) bool { return r.selector.Matches(labels.Set(o.GetLabels())) }),
+			// A resource that leaves the selector with our finalizer still passes: its
+			// reconcile forgets it, and its deletion tears it down.
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return r.selector.Matches(labels.Set(o.GetLabels())) || controllerutil.ContainsFinalizer(o, infrav1alpha1.Finalizer)
+			}),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
-				predicate.LabelChangedPredicate{}, deletionStarted{}),
+				predicate.LabelChangedPredicate{}, deletionStarted{}, finalizerRemoved{}),
 		)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.watch.MaxConcurrentReconciles,
@@ -131,7 +137,7 @@ func (r *ChartReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // watchPods maps the chart's pods (not children: a ReplicaSet owns them) back to their
 // resource by the chart-name and instance labels.
-func (r *ChartReconciler) watchPods() error {
+func (r *Reconciler) watchPods() error {
 	pod := &unstructured.Unstructured{}
 	pod.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
 	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -139,12 +145,55 @@ func (r *ChartReconciler) watchPods() error {
 		if labels[LabelName] != r.chart.Name() || labels[LabelInstance] == "" {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: labels[LabelInstance]}}}
+		return request(o.GetNamespace(), labels[LabelInstance])
 	})
-	if err := r.controller.Watch(source.Kind[client.Object](r.children, pod, toOwner)); err != nil {
+	if err := r.controller.Watch(source.Kind[client.Object](r.childCache, pod, toOwner)); err != nil {
 		return fmt.Errorf("watching the pods of %s: %w", r.gvk.Kind, err)
 	}
 	return nil
+}
+
+// ensureWatches starts a watch on every child kind not yet watched, so that a child edited or
+// deleted by hand is put back at once.
+func (r *Reconciler) ensureWatches(objs []*unstructured.Unstructured) error {
+	if !r.watch.WatchesDependents() {
+		return nil
+	}
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if r.watched[gvk] {
+			continue
+		}
+		child := &unstructured.Unstructured{}
+		child.SetGroupVersionKind(gvk)
+		if err := r.controller.Watch(source.Kind[client.Object](r.childCache, child, handler.EnqueueRequestsFromMapFunc(r.toOwner))); err != nil {
+			return fmt.Errorf("watching %s: %w", gvk, err)
+		}
+		r.watched[gvk] = true
+	}
+	return nil
+}
+
+// toOwner maps a child to the resource it belongs to: its controller when that is of our kind,
+// or the resource a retained child names.
+func (r *Reconciler) toOwner(_ context.Context, o client.Object) []reconcile.Request {
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || gv.Group != r.gvk.Group || ref.Kind != r.gvk.Kind {
+			return nil
+		}
+		return request(o.GetNamespace(), ref.Name)
+	}
+	if kind, name, _, ok := parseRetainedFor(o.GetAnnotations()[AnnotationRetainedFor]); ok && kind == r.name() {
+		return request(o.GetNamespace(), name)
+	}
+	return nil
+}
+
+func request(namespace, name string) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
 }
 
 // deletionStarted passes the update that sets a deletion timestamp, which does not always
@@ -153,4 +202,14 @@ type deletionStarted struct{ predicate.Funcs }
 
 func (deletionStarted) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+}
+
+// finalizerRemoved passes the update that takes our finalizer off a live resource, so that it
+// is put back before anything can delete the resource without its teardown.
+type finalizerRemoved struct{ predicate.Funcs }
+
+func (finalizerRemoved) Update(e event.UpdateEvent) bool {
+	return controllerutil.ContainsFinalizer(e.ObjectOld, infrav1alpha1.Finalizer) &&
+		!controllerutil.ContainsFinalizer(e.ObjectNew, infrav1alpha1.Finalizer) &&
+		e.ObjectNew.GetDeletionTimestamp().IsZero()
 }

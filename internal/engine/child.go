@@ -1,4 +1,4 @@
-package controllers
+package engine
 
 import (
 	"crypto/sha256"
@@ -33,10 +33,18 @@ const (
 	// AnnotationSpecHash is the hash of the child as last rendered. A child whose annotation
 	// matches and whose fields still hold the rendered values needs no write.
 	AnnotationSpecHash = "infra.cloudspace.dev/spec-hash"
+	// AnnotationRetainedFor marks a child that the kind keeps after its resource is deleted
+	// (Lifecycle.Retain): "<kind>.<group>/<name>/<uid>" of that resource. Such a child has no
+	// owner reference, so the garbage collector never deletes it; this annotation is what makes
+	// it the resource's, and, once the resource is gone, what lets a later resource of the same
+	// kind and name adopt it (Adopter).
+	AnnotationRetainedFor = "infra.cloudspace.dev/retained-for"
 )
 
-// decorate sets the engine's labels, owner reference and spec hash on a rendered child.
-func decorate(child *unstructured.Unstructured, owner *unstructured.Unstructured, chartName, chartVersion string) error {
+// decorate sets the engine's labels, its owner record and the spec hash on a rendered child.
+// A child the kind retains carries no owner reference (the garbage collector would delete it
+// with its owner) but the AnnotationRetainedFor annotation instead.
+func decorate(child, owner *unstructured.Unstructured, chartName, chartVersion string, retained bool) error {
 	labels := child.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -51,18 +59,27 @@ func decorate(child *unstructured.Unstructured, owner *unstructured.Unstructured
 		labels[LabelVersion] = chartVersion
 	}
 	child.SetLabels(labels)
-	child.SetOwnerReferences([]metav1.OwnerReference{ownerReference(owner)})
+	if retained {
+		child.SetOwnerReferences(nil)
+		setAnnotation(child, AnnotationRetainedFor, retainedFor(owner))
+	} else {
+		child.SetOwnerReferences([]metav1.OwnerReference{ownerReference(owner)})
+	}
 	h, err := specHash(child)
 	if err != nil {
 		return fmt.Errorf("hashing %s: %w", describe(child), err)
 	}
-	annotations := child.GetAnnotations()
+	setAnnotation(child, AnnotationSpecHash, h)
+	return nil
+}
+
+func setAnnotation(obj *unstructured.Unstructured, key, value string) {
+	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationSpecHash] = h
-	child.SetAnnotations(annotations)
-	return nil
+	annotations[key] = value
+	obj.SetAnnotations(annotations)
 }
 
 func ownerReference(owner *unstructured.Unstructured) metav1.OwnerReference {
@@ -71,6 +88,70 @@ func ownerReference(owner *unstructured.Unstructured) metav1.OwnerReference {
 		APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
 		Controller: &yes, BlockOwnerDeletion: &yes,
 	}
+}
+
+// kindKey names a kind the way the engine's controllers and retained children do:
+// "genericdaemon.infra.cloudspace.dev".
+func kindKey(gvk schema.GroupVersionKind) string {
+	return strings.ToLower(gvk.Kind) + "." + gvk.Group
+}
+
+// retainedFor is the AnnotationRetainedFor value naming owner: "<kind key>/<name>/<uid>".
+func retainedFor(owner *unstructured.Unstructured) string {
+	return kindKey(owner.GroupVersionKind()) + "/" + owner.GetName() + "/" + string(owner.GetUID())
+}
+
+// parseRetainedFor splits an AnnotationRetainedFor value; ok is false when it is malformed.
+func parseRetainedFor(v string) (kind, name string, uid types.UID, ok bool) {
+	parts := strings.Split(v, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], types.UID(parts[2]), true
+}
+
+// claim is how an existing object in a child's place stands to the custom resource.
+type claim int
+
+const (
+	// claimForeign: someone else's. The engine never writes or deletes it.
+	claimForeign claim = iota
+	// claimOwned: the resource's own child (its controller, or the resource it is retained for).
+	claimOwned
+	// claimRetained: retained for an earlier resource of the same kind and name, now gone;
+	// adoptable when the kind's lifecycle agrees.
+	claimRetained
+)
+
+// claimOf tells whether obj is owner's: the one rule of ownership in the engine.
+func claimOf(obj metav1.Object, owner *unstructured.Unstructured) claim {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		if ref.UID == owner.GetUID() {
+			return claimOwned
+		}
+		return claimForeign
+	}
+	kind, name, uid, ok := parseRetainedFor(obj.GetAnnotations()[AnnotationRetainedFor])
+	switch {
+	case !ok || kind != kindKey(owner.GroupVersionKind()) || name != owner.GetName():
+		return claimForeign
+	case uid == owner.GetUID():
+		return claimOwned
+	default:
+		return claimRetained
+	}
+}
+
+// ownerOf says who holds obj, for conflict messages: "controlled by Deployment web", "retained
+// for workspace.infra.cloudspace.dev x", or "not controlled by any resource".
+func ownerOf(obj metav1.Object) string {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return fmt.Sprintf("controlled by %s %s", ref.Kind, ref.Name)
+	}
+	if kind, name, _, ok := parseRetainedFor(obj.GetAnnotations()[AnnotationRetainedFor]); ok {
+		return fmt.Sprintf("retained for %s %s", kind, name)
+	}
+	return "not controlled by any resource"
 }
 
 // specHash hashes the child without its hash annotation (JSON map keys are sorted).
@@ -86,13 +167,10 @@ func specHash(child *unstructured.Unstructured) (string, error) {
 }
 
 // upToDate reports whether live still holds everything desired sets: the same spec hash, every
-// rendered field with the rendered value, our labels and our controller reference. Fields the
-// API server defaulted, and fields other managers own, are ignored.
+// rendered field with the rendered value and our labels and annotations. Fields the API server
+// defaulted, and fields other managers own, are ignored; whose live is, claimOf decides.
 func upToDate(desired, live *unstructured.Unstructured) bool {
 	if live == nil || live.GetAnnotations()[AnnotationSpecHash] != desired.GetAnnotations()[AnnotationSpecHash] {
-		return false
-	}
-	if !isControlledBy(live, desired.GetOwnerReferences()[0].UID) {
 		return false
 	}
 	dm, _ := desired.Object["metadata"].(map[string]any)
@@ -178,15 +256,6 @@ func number(v any) (float64, bool) {
 		return n, true
 	}
 	return 0, false
-}
-
-func isControlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.UID == uid {
-			return true
-		}
-	}
-	return false
 }
 
 // describe names a child for messages and events: "DaemonSet syslog".

@@ -8,13 +8,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
+
+// GenericDaemon's resource and what helm-charts/genericdaemon renders. Children are written with
+// server-side apply (create, patch) and never with update.
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons/status,verbs=get;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
 
 // GenericDaemonLifecycle is GenericDaemon's Go code: chart values from the typed spec, and
 // status.installed / status.desired from the DaemonSet.
-type GenericDaemonLifecycle struct{ ChartOnly }
+type GenericDaemonLifecycle struct{ engine.ChartOnly }
 
-var _ Lifecycle = GenericDaemonLifecycle{}
+var _ engine.Lifecycle = GenericDaemonLifecycle{}
 
 // Values maps the spec onto helm-charts/genericdaemon's values.
 func (GenericDaemonLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
@@ -26,27 +35,19 @@ func (GenericDaemonLifecycle) Values(obj *unstructured.Unstructured) (map[string
 }
 
 // Status reports the DaemonSet's ready and desired node counts.
-func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, children []*unstructured.Unstructured) (StatusResult, error) {
-	for _, c := range children {
+func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
+	for _, c := range observed.Children {
 		if c.GroupVersionKind() != appsv1.SchemeGroupVersion.WithKind("DaemonSet") {
 			continue
 		}
 		var ds appsv1.DaemonSet
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(c.Object, &ds); err != nil {
-			return StatusResult{}, fmt.Errorf("decoding DaemonSet %s: %w", c.GetName(), err)
+			return engine.StatusResult{}, fmt.Errorf("decoding DaemonSet %s: %w", c.GetName(), err)
 		}
-		return StatusResult{Fields: map[string]any{
+		return engine.StatusResult{Fields: map[string]any{
 			"installed": int64(ds.Status.NumberReady),
 			"desired":   int64(ds.Status.DesiredNumberScheduled),
 		}, Progress: []string{"installed", "desired"}}, nil
 	}
-	return StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}}, nil
-}
-
-// DefaultLifecycles are the Go lifecycles of the kinds this operator ships.
-func DefaultLifecycles() []Option {
-	return []Option{
-		WithLifecycle(infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), GenericDaemonLifecycle{}),
-		WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{}),
-	}
+	return engine.StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}}, nil
 }

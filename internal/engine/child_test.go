@@ -1,8 +1,9 @@
-package controllers
+package engine
 
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -56,7 +57,7 @@ func decorated(t *testing.T, image string) *unstructured.Unstructured {
 		"metadata": map[string]any{"name": "syslog", "namespace": "ns"},
 		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "d", "image": image}}}}},
 	}}
-	if err := decorate(d, owner(), "genericdaemon", "0.1.0"); err != nil {
+	if err := decorate(d, owner(), "genericdaemon", "0.1.0", false); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -93,7 +94,6 @@ func TestUpToDate(t *testing.T) {
 			labels["team"] = "x"
 			l.SetLabels(labels)
 		}), true},
-		{"owned by another", live(func(l *unstructured.Unstructured) { l.SetOwnerReferences(nil) }), false},
 		{"rendered differently before (hash)", decorated(t, "a:0"), false},
 	}
 	for _, tc := range cases {
@@ -115,14 +115,67 @@ func TestDecorateKeepsChartLabelsAndHashesStably(t *testing.T) {
 	}
 	c := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "x", "labels": map[string]any{LabelName: "mine"}}}}
-	if err := decorate(c, owner(), "chart", "1.0.0"); err != nil {
+	if err := decorate(c, owner(), "chart", "1.0.0", false); err != nil {
 		t.Fatal(err)
 	}
 	if c.GetLabels()[LabelName] != "mine" || c.GetLabels()[LabelManagedBy] != ManagedByValue {
 		t.Errorf("labels = %v: the chart's own name label must win, ours must be added", c.GetLabels())
 	}
-	if !isControlledBy(c, "uid-1") {
-		t.Error("no controller reference to the owner")
+	if claimOf(c, owner()) != claimOwned || !*c.GetOwnerReferences()[0].BlockOwnerDeletion {
+		t.Errorf("owner references = %+v, want a blocking controller reference to the owner", c.GetOwnerReferences())
+	}
+}
+
+// TestRetainedChildHasNoOwnerReference: a child the kind keeps after delete carries no owner
+// reference at all (so neither a foreground cascade nor an orphaned owner lets the garbage
+// collector delete it), and the annotation that makes it the resource's.
+func TestRetainedChildHasNoOwnerReference(t *testing.T) {
+	c := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+		"metadata": map[string]any{"name": "home", "namespace": "ns"}}}
+	if err := decorate(c, owner(), "chart", "1.0.0", true); err != nil {
+		t.Fatal(err)
+	}
+	if refs := c.GetOwnerReferences(); len(refs) != 0 {
+		t.Errorf("owner references = %+v, want none", refs)
+	}
+	if got := c.GetAnnotations()[AnnotationRetainedFor]; got != "genericdaemon.infra.cloudspace.dev/syslog/uid-1" {
+		t.Errorf("%s = %q", AnnotationRetainedFor, got)
+	}
+	if claimOf(c, owner()) != claimOwned {
+		t.Error("a retained child is not its resource's own")
+	}
+}
+
+// TestClaimOf is the engine's one rule of ownership, case by case.
+func TestClaimOf(t *testing.T) {
+	yes := true
+	obj := func(refs []metav1.OwnerReference, retainedFor string) *metav1.ObjectMeta {
+		m := &metav1.ObjectMeta{Name: "x", OwnerReferences: refs}
+		if retainedFor != "" {
+			m.Annotations = map[string]string{AnnotationRetainedFor: retainedFor}
+		}
+		return m
+	}
+	cases := []struct {
+		name string
+		obj  *metav1.ObjectMeta
+		want claim
+	}{
+		{"our controller reference", obj([]metav1.OwnerReference{{UID: "uid-1", Controller: &yes}}, ""), claimOwned},
+		{"another controller", obj([]metav1.OwnerReference{{UID: "uid-2", Controller: &yes, Kind: "Deployment", Name: "web"}}, ""), claimForeign},
+		{"us, but not as controller", obj([]metav1.OwnerReference{{UID: "uid-1"}}, ""), claimForeign},
+		{"nobody's", obj(nil, ""), claimForeign},
+		{"retained for us", obj(nil, "genericdaemon.infra.cloudspace.dev/syslog/uid-1"), claimOwned},
+		{"retained for an earlier syslog", obj(nil, "genericdaemon.infra.cloudspace.dev/syslog/uid-0"), claimRetained},
+		{"retained for another name", obj(nil, "genericdaemon.infra.cloudspace.dev/other/uid-0"), claimForeign},
+		{"retained for another kind", obj(nil, "workspace.infra.cloudspace.dev/syslog/uid-0"), claimForeign},
+		{"retained, but someone's controller", obj([]metav1.OwnerReference{{UID: "uid-2", Controller: &yes}}, "genericdaemon.infra.cloudspace.dev/syslog/uid-1"), claimForeign},
+		{"malformed annotation", obj(nil, "syslog"), claimForeign},
+	}
+	for _, tc := range cases {
+		if got := claimOf(tc.obj, owner()); got != tc.want {
+			t.Errorf("%s: claim = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -4,17 +4,20 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 func TestGenericDaemonStatus(t *testing.T) {
-	ds := child("DaemonSet", map[string]any{"desiredNumberScheduled": int64(3), "numberReady": int64(2)}, 1)
+	ds := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"status": map[string]any{"desiredNumberScheduled": int64(3), "numberReady": int64(2)}}}
 	sa := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount"}}
-	res, err := GenericDaemonLifecycle{}.Status(nil, []*unstructured.Unstructured{sa, ds})
+	res, err := GenericDaemonLifecycle{}.Status(nil, engine.Observed{Children: []*unstructured.Unstructured{sa, ds}})
 	got := res.Fields
 	if err != nil || got["installed"] != int64(2) || got["desired"] != int64(3) {
 		t.Errorf("status = %v, %v; want installed 2, desired 3", got, err)
 	}
-	res, _ = GenericDaemonLifecycle{}.Status(nil, []*unstructured.Unstructured{sa})
+	res, _ = GenericDaemonLifecycle{}.Status(nil, engine.Observed{Children: []*unstructured.Unstructured{sa}})
 	if got = res.Fields; got["installed"] != int64(0) {
 		t.Errorf("without a DaemonSet: %v, want zero counts", got)
 	}

@@ -1,16 +1,21 @@
-package controllers
+package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
@@ -34,34 +39,78 @@ func readStatus(obj *unstructured.Unstructured) (engineStatus, error) {
 	return st, err
 }
 
-// writeStatus sets the engine's fields and the kind's extra fields into obj's status, keeping
-// any other fields already there.
-func writeStatus(obj *unstructured.Unstructured, st engineStatus, extra map[string]any) error {
-	m, _, err := unstructured.NestedMap(obj.Object, "status")
-	if err != nil {
-		return err
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
+// engineKeys are the status fields the engine owns; a kind's fields never replace them.
+var engineKeys = []string{"observedGeneration", "conditions", "inventory"}
+
+// writeStatus sets obj's status to the engine's fields and the kind's: the kind's fields are
+// its whole part of the status, so a field it set before and leaves out now is removed, and a
+// nil field is removed too. Keys the engine owns are taken from st alone.
+func writeStatus(obj *unstructured.Unstructured, st engineStatus, fields map[string]any) error {
 	own, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return err
 	}
-	for _, k := range []string{"observedGeneration", "conditions", "inventory"} {
-		delete(m, k)
+	m := make(map[string]any, len(own)+len(fields))
+	for k, v := range fields {
+		if v != nil && !slices.Contains(engineKeys, k) {
+			m[k] = runtime.DeepCopyJSONValue(v)
+		}
 	}
 	for k, v := range own {
 		m[k] = v
 	}
-	for k, v := range extra {
-		if v == nil {
-			delete(m, k) // a field the kind cleared
-			continue
-		}
-		m[k] = runtime.DeepCopyJSONValue(v)
-	}
 	return unstructured.SetNestedMap(obj.Object, m, "status")
+}
+
+// degradedBy reports whether the status already says Degraded for this reason and message.
+func (st engineStatus) degradedBy(reason, message string) bool {
+	c := meta.FindStatusCondition(st.Conditions, infrav1alpha1.ConditionDegraded)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason && c.Message == message
+}
+
+// inventoryOf records the rendered children, in install order.
+func inventoryOf(desired []*unstructured.Unstructured) *infrav1alpha1.Inventory {
+	inv := &infrav1alpha1.Inventory{Entries: make([]infrav1alpha1.InventoryEntry, 0, len(desired))}
+	for _, d := range desired {
+		inv.Entries = append(inv.Entries, inventoryEntry(d))
+	}
+	return inv
+}
+
+// projectStatus lets the kind's lifecycle compute its status fields from what it observes:
+// the live children and, for a PodObserver, their pods. It returns when the lifecycle wants
+// another look.
+func (r *Reconciler) projectStatus(ctx context.Context, s *scope, live []*unstructured.Unstructured) (time.Duration, error) {
+	observed := Observed{Children: live}
+	if _, ok := r.lifecycle.(PodObserver); ok {
+		pods, err := r.pods(ctx, s.obj)
+		if err != nil {
+			return 0, err
+		}
+		observed.Pods = pods
+	}
+	res, err := r.lifecycle.Status(s.obj, observed)
+	if err != nil {
+		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
+	}
+	s.fields, s.progress = res.Fields, res.Progress
+	return res.RequeueAfter, nil
+}
+
+// pods lists, from the child cache, the pods the chart's workloads run for obj.
+func (r *Reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "PodList"})
+	err := r.childCache.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingLabels{LabelName: r.chart.Name(), LabelInstance: obj.GetName()})
+	if err != nil {
+		return nil, fmt.Errorf("listing the pods of %s %s: %w", r.gvk.Kind, obj.GetName(), err)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out, nil
 }
 
 // outcome is what a reconcile found; the conditions are computed from it alone.

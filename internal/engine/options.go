@@ -1,4 +1,4 @@
-package controllers
+package engine
 
 import (
 	"fmt"
@@ -7,8 +7,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// DefaultFieldManager is the server-side apply field manager of every child.
-const DefaultFieldManager = "cloudspace-operator"
+// Defaults of the options below.
+const (
+	// DefaultFieldManager is the server-side apply field manager of every child.
+	DefaultFieldManager = "cloudspace-operator"
+	// DefaultStatusInterval is how often a progress-only status change may be written.
+	DefaultStatusInterval = 5 * time.Second
+	// DefaultPollInterval is how often a resource whose children are not ready is looked at.
+	DefaultPollInterval = 10 * time.Second
+)
 
 // config holds what Setup's options set.
 type config struct {
@@ -27,14 +34,14 @@ func defaultConfig() config {
 		lifecycles:       map[schema.GroupVersionKind]Lifecycle{},
 		fieldManager:     DefaultFieldManager,
 		capabilitiesTTL:  5 * time.Minute,
-		pollInterval:     10 * time.Second,
+		pollInterval:     DefaultPollInterval,
 		deleteInterval:   2 * time.Second,
 		reconcileTimeout: 2 * time.Minute,
-		statusInterval:   5 * time.Second,
+		statusInterval:   DefaultStatusInterval,
 	}
 }
 
-// Option configures Setup.
+// Option configures Setup; each one says its default.
 type Option func(*config) error
 
 // WithLifecycle registers Go lifecycle code for a kind; kinds without one are pure chart kinds.
@@ -80,7 +87,7 @@ func WithNamespaces(ns []string) Option {
 }
 
 // WithPollInterval sets how often a resource whose children are not ready yet is looked at again
-// without an event (default 10s); ready resources are never polled.
+// without an event (default DefaultPollInterval); ready resources are never polled.
 func WithPollInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -92,7 +99,7 @@ func WithPollInterval(d time.Duration) Option {
 }
 
 // WithStatusInterval sets how often a status whose only changes are progress (counts and
-// condition messages) may be written (default 5s); other changes are written at once.
+// condition messages) may be written (default DefaultStatusInterval); other changes are written at once.
 func WithStatusInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

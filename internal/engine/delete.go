@@ -1,4 +1,4 @@
-package controllers
+package engine
 
 import (
 	"context"
@@ -16,19 +16,21 @@ import (
 )
 
 // reconcileDelete tears the children down from the inventory, never from a render, so that it
-// works when the chart no longer renders: the kind's teardown first, then every child deleted in
-// reverse install order, and the finalizer removed once all are gone.
-func (r *ChartReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+// works when the chart no longer renders: the children the kind retains are released, every
+// other one is deleted in reverse install order, and the finalizer is removed once all are gone.
+// The conditions say Deleting until the resource is gone, also while other finalizers hold it.
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	s.outcome.deleting = true
 	if !controllerutil.ContainsFinalizer(s.obj, infrav1alpha1.Finalizer) {
+		s.released = true
 		return ctrl.Result{}, nil
 	}
-	s.outcome.deleting = true
 	var entries []infrav1alpha1.InventoryEntry
 	if s.status.Inventory != nil {
 		entries = slices.Clone(s.status.Inventory.Entries)
 	}
 	slices.Reverse(entries)
-	kept, err := r.teardown(ctx, s, entries)
+	kept, err := r.retain(ctx, s, entries)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -43,9 +45,9 @@ func (r *ChartReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	return ctrl.Result{}, r.removeFinalizer(ctx, s)
 }
 
-// teardown runs the kind's Teardown on the live children and releases those it keeps. It
+// retain asks the kind which of the live children outlive the resource and releases them. It
 // returns the inventory IDs of the kept children.
-func (r *ChartReconciler) teardown(ctx context.Context, s *scope, entries []infrav1alpha1.InventoryEntry) (map[string]bool, error) {
+func (r *Reconciler) retain(ctx context.Context, s *scope, entries []infrav1alpha1.InventoryEntry) (map[string]bool, error) {
 	var live []*unstructured.Unstructured
 	for _, e := range entries {
 		like, err := objectFromEntry(e)
@@ -56,13 +58,13 @@ func (r *ChartReconciler) teardown(ctx context.Context, s *scope, entries []infr
 		if err != nil {
 			return nil, err
 		}
-		if current != nil && isControlledBy(current, s.obj.GetUID()) {
+		if current != nil && claimOf(current, s.obj) == claimOwned {
 			live = append(live, current)
 		}
 	}
-	keep, err := r.lifecycle.Teardown(s.obj, live)
+	keep, err := r.lifecycle.Retain(s.obj, live)
 	if err != nil {
-		return nil, fmt.Errorf("tearing down %s %s: %w", r.gvk.Kind, s.obj.GetName(), err)
+		return nil, fmt.Errorf("deciding which children of %s %s to keep: %w", r.gvk.Kind, s.obj.GetName(), err)
 	}
 	kept := map[string]bool{}
 	for _, k := range keep {
@@ -74,17 +76,20 @@ func (r *ChartReconciler) teardown(ctx context.Context, s *scope, entries []infr
 	return kept, nil
 }
 
-// release leaves a child in place for good: without our owner reference (so the garbage
-// collector keeps it) and without our managed-by label (so we stop watching it). The instance
-// label stays, so a later resource can find and adopt it.
-func (r *ChartReconciler) release(ctx context.Context, owner, child *unstructured.Unstructured) error {
+// release leaves a child in place for good: without our managed-by label (so we stop caching
+// it) and without an owner reference to the resource (so the garbage collector keeps it),
+// marked as retained for the resource (so that a later resource of the same kind and name may
+// adopt it, if its lifecycle agrees).
+func (r *Reconciler) release(ctx context.Context, owner, child *unstructured.Unstructured) error {
 	base := child.DeepCopy()
-	refs := slices.DeleteFunc(child.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == owner.GetUID() })
-	child.SetOwnerReferences(refs)
+	child.SetOwnerReferences(slices.DeleteFunc(child.GetOwnerReferences(), func(ref metav1.OwnerReference) bool {
+		return ref.UID == owner.GetUID()
+	}))
 	labels := child.GetLabels()
 	delete(labels, LabelManagedBy)
 	child.SetLabels(labels)
-	if err := r.client.Patch(ctx, child, client.MergeFrom(base)); err != nil {
+	setAnnotation(child, AnnotationRetainedFor, retainedFor(owner))
+	if err := r.client.Patch(ctx, child, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("releasing %s: %w", describe(child), err)
 	}
 	r.event(owner, false, infrav1alpha1.EventChildReleased, "Kept %s after delete", describe(child))
@@ -92,7 +97,7 @@ func (r *ChartReconciler) release(ctx context.Context, owner, child *unstructure
 }
 
 // deleteEntries deletes every entry not kept, and counts those still present.
-func (r *ChartReconciler) deleteEntries(ctx context.Context, owner *unstructured.Unstructured, entries []infrav1alpha1.InventoryEntry, kept map[string]bool) (int, error) {
+func (r *Reconciler) deleteEntries(ctx context.Context, owner *unstructured.Unstructured, entries []infrav1alpha1.InventoryEntry, kept map[string]bool) (int, error) {
 	remaining := 0
 	var errs []error
 	for _, e := range entries {
@@ -110,13 +115,12 @@ func (r *ChartReconciler) deleteEntries(ctx context.Context, owner *unstructured
 	return remaining, errors.Join(errs...)
 }
 
-func (r *ChartReconciler) removeFinalizer(ctx context.Context, s *scope) error {
+func (r *Reconciler) removeFinalizer(ctx context.Context, s *scope) error {
 	base := s.obj.DeepCopy()
 	controllerutil.RemoveFinalizer(s.obj, infrav1alpha1.Finalizer)
 	if err := r.client.Patch(ctx, s.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("removing the finalizer: %w", err))
 	}
 	s.released = true
-	r.forget(client.ObjectKeyFromObject(s.obj))
 	return nil
 }

@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// OwnershipConflictError says that objects the engine did not create for a resource stand
+// where its chart renders children. Nothing is written for that resource until they are gone.
+type OwnershipConflictError struct {
+	// Conflicts name each object and who holds it.
+	Conflicts []string
+}
+
+func (e *OwnershipConflictError) Error() string {
+	return strings.Join(e.Conflicts, "; ")
+}
+
+// errStale means a child changed between our read and our write; the write was refused and the
+// reconcile is repeated from fresh reads.
+var errStale = errors.New("a child changed since it was read")
+
+// staleRetry is how soon a reconcile that met errStale is repeated.
+const staleRetry = time.Second
+
+// createOnly is the resourceVersion precondition of a server-side apply that creates a child:
+// no live object has it, so the apply fails with a conflict if an object appeared meanwhile,
+// instead of taking it over.
+const createOnly = "1"
+
+// step is one child's place: the rendered child and what stands there now.
+type step struct {
+	desired *unstructured.Unstructured
+	current *unstructured.Unstructured // nil when nothing stands there
+	adopt   bool                       // current was retained for an earlier resource and is taken over
+}
+
+// applyAll makes every rendered child exist as rendered, in install order, and returns the live
+// children. Every child's place is checked before anything is written, so that an ownership
+// conflict anywhere writes nothing for the resource.
+func (r *Reconciler) applyAll(ctx context.Context, s *scope, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	steps, err := r.plan(ctx, s.obj, desired)
+	if err != nil {
+		return nil, err
+	}
+	return r.write(ctx, s, steps)
+}
+
+// plan reads what stands in each child's place and decides whether the resource may write it.
+func (r *Reconciler) plan(ctx context.Context, owner *unstructured.Unstructured, desired []*unstructured.Unstructured) ([]step, error) {
+	steps := make([]step, 0, len(desired))
+	var conflicts []string
+	for _, d := range desired {
+		current, err := r.lookup(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		st := step{desired: d, current: current}
+		if current != nil {
+			switch c := claimOf(current, owner); {
+			case c == claimOwned:
+			case c == claimRetained && r.adopts(owner, current):
+				st.adopt = true
+			default:
+				conflicts = append(conflicts, fmt.Sprintf("%s already exists and is %s", describe(d), ownerOf(current)))
+			}
+		}
+		steps = append(steps, st)
+	}
+	if len(conflicts) > 0 {
+		return nil, &OwnershipConflictError{Conflicts: conflicts}
+	}
+	return steps, nil
+}
+
+func (r *Reconciler) adopts(owner, retained *unstructured.Unstructured) bool {
+	a, ok := r.lifecycle.(Adopter)
+	return ok && a.Adopt(owner, retained)
+}
+
+// lookup returns what stands in like's place: from the child cache, or, since that holds only
+// objects with our label, from the API server when the cache has nothing. So an object someone
+// else made is seen before we create ours, for one read per child created.
+func (r *Reconciler) lookup(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	current, err := r.getChild(ctx, like)
+	if current != nil || err != nil {
+		return current, err
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(like.GroupVersionKind())
+	err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(like), u)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", describe(like), err)
+	}
+	return u, nil
+}
+
+// getChild reads a child from the child cache; nil when the cache has none.
+func (r *Reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(like.GroupVersionKind())
+	err := r.childCache.Get(ctx, client.ObjectKeyFromObject(like), u)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", describe(like), err)
+	}
+	return u, nil
+}
+
+// write applies every step whose child is missing, drifted or adopted, and returns the live
+// children. One event per reconcile names every child created, one every child updated and
+// one every child adopted: a write per kind of change rather than per child.
+func (r *Reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unstructured.Unstructured, error) {
+	live := make([]*unstructured.Unstructured, 0, len(steps))
+	var created, updated, adopted []string
+	defer func() {
+		r.eventList(s.obj, infrav1alpha1.EventChildCreated, "Created", created)
+		r.eventList(s.obj, infrav1alpha1.EventChildUpdated, "Updated", updated)
+		r.eventList(s.obj, infrav1alpha1.EventChildAdopted, "Adopted", adopted)
+	}()
+	for _, st := range steps {
+		if st.current != nil && !st.adopt && upToDate(st.desired, st.current) {
+			live = append(live, st.current)
+			continue
+		}
+		applied, err := r.apply(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.current == nil:
+			created = append(created, describe(st.desired))
+		case st.adopt:
+			adopted = append(adopted, describe(st.desired))
+		default:
+			updated = append(updated, describe(st.desired))
+		}
+		live = append(live, applied)
+	}
+	return live, nil
+}
+
+// apply writes one child with server-side apply, on the condition that its place still holds
+// what plan saw: nothing (createOnly), or the same version of the object.
+func (r *Reconciler) apply(ctx context.Context, st step) (*unstructured.Unstructured, error) {
+	obj := st.desired.DeepCopy()
+	obj.SetResourceVersion(createOnly)
+	if st.current != nil {
+		obj.SetResourceVersion(st.current.GetResourceVersion())
+	}
+	start := time.Now()
+	err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(r.cfg.fieldManager), client.ForceOwnership)
+	r.metrics.applySeconds.WithLabelValues(r.gvk.Kind).Observe(time.Since(start).Seconds())
+	if apierrors.IsConflict(err) {
+		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), errStale)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), err)
+	}
+	log.FromContext(ctx).V(1).Info("applied", "child", describe(st.desired))
+	return obj, nil
+}
+
+// eventList records one event naming every child in names, if any.
+func (r *Reconciler) eventList(obj *unstructured.Unstructured, reason, verb string, names []string) {
+	if len(names) > 0 {
+		r.event(obj, false, reason, "%s %s", verb, strings.Join(names, ", "))
+	}
+}

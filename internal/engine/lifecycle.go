@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Lifecycle is the Go code a kind registers with the engine. Every method is pure: it computes
+// from the custom resource and what the engine shows it, and never writes; the engine does the
+// writing. A kind that registers none is a pure chart kind (see ChartOnly).
+type Lifecycle interface {
+	// Values returns the chart values for obj. An error means the spec can never render; it is
+	// reported in the Degraded condition and not retried until the spec changes.
+	Values(obj *unstructured.Unstructured) (map[string]any, error)
+
+	// Status returns the kind's status fields, computed from obj and its observed state (for
+	// example a count of ready nodes). They are written next to the engine's own fields.
+	Status(obj *unstructured.Unstructured, observed Observed) (StatusResult, error)
+
+	// Retain returns, of children, those that must outlive obj (a volume kept by a reclaim
+	// policy, say). The engine asks at every render, and gives those children no owner
+	// reference, so that the garbage collector never deletes them; it asks again with the live
+	// children when obj is deleted, and releases those it returns instead of deleting them.
+	Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
+}
+
+// Observed is what the engine shows a lifecycle of a custom resource's live state.
+type Observed struct {
+	// Children are the live children, in install order.
+	Children []*unstructured.Unstructured
+	// Pods are the pods the chart's workloads run; only a PodObserver is shown them.
+	Pods []*unstructured.Unstructured
+}
+
+// StatusResult is what Lifecycle.Status computed.
+type StatusResult struct {
+	// Fields are the kind's whole part of the status: a field the kind set before and leaves
+	// out now is removed. The engine's own fields (observedGeneration, conditions, inventory)
+	// are the engine's alone and ignored here.
+	Fields map[string]any
+	// RequeueAfter, when positive, asks to look again after this long even if nothing changes
+	// (for example when a start timeout will expire).
+	RequeueAfter time.Duration
+	// Progress names the Fields that only count progress (like ready replicas). A status whose
+	// only changes are in these fields and in condition messages is written at most once per
+	// status interval, so that a rollout does not cost a write per step.
+	Progress []string
+}
+
+// PodObserver is implemented by lifecycles whose status needs the pods that the chart's
+// workloads run (for a node name or an address). The chart must label those pods with
+// LabelManagedBy: ManagedByValue, LabelName: <chart name> and LabelInstance: <release name>;
+// pod changes then reconcile the resource.
+type PodObserver interface {
+	ObservesPods()
+}
+
+// Adopter is implemented by lifecycles that let a custom resource take over a child that the
+// engine kept (Lifecycle.Retain) for an earlier resource of the same kind and name. The engine
+// asks only about such children; any other existing object in a child's place is an ownership
+// conflict, never adopted.
+type Adopter interface {
+	// Adopt reports whether obj may take over the retained child.
+	Adopt(obj *unstructured.Unstructured, retained metav1.Object) bool
+}
+
+// ChartOnly is the lifecycle of a kind with no Go code: the chart's values are the CR's spec,
+// there are no status fields of its own and every child is deleted with the CR.
+type ChartOnly struct{}
+
+// Values returns a copy of spec.
+func (ChartOnly) Values(obj *unstructured.Unstructured) (map[string]any, error) {
+	spec, _, err := unstructured.NestedMap(obj.Object, "spec")
+	return spec, err
+}
+
+// Status adds nothing.
+func (ChartOnly) Status(*unstructured.Unstructured, Observed) (StatusResult, error) {
+	return StatusResult{}, nil
+}
+
+// Retain keeps nothing.
+func (ChartOnly) Retain(*unstructured.Unstructured, []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	return nil, nil
+}

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// renderMemo remembers each resource's last render, so that an unchanged resource is never
+// rendered twice.
+type renderMemo struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]rendered
+}
+
+// rendered is one resource's last render and the key of the inputs it came from.
+type rendered struct {
+	inputs  string
+	objects []*unstructured.Unstructured
+}
+
+func (m *renderMemo) get(key types.NamespacedName, inputs string) ([]*unstructured.Unstructured, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.m[key]
+	return r.objects, ok && r.inputs == inputs
+}
+
+func (m *renderMemo) put(key types.NamespacedName, inputs string, objs []*unstructured.Unstructured) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[types.NamespacedName]rendered{}
+	}
+	m.m[key] = rendered{inputs: inputs, objects: objs}
+}
+
+func (m *renderMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, key)
+}
+
+// writeMemo remembers what the reconciler last wrote to each resource. The cache can lag
+// behind our own writes; this keeps a stale read from writing the same thing twice.
+type writeMemo struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]lastWrite
+}
+
+// lastWrite is what was last written to one incarnation (UID) of a resource.
+type lastWrite struct {
+	uid       types.UID
+	status    any // the status as written
+	at        time.Time
+	finalizer bool // the finalizer was added
+}
+
+// get returns what was last written to obj (nothing if obj is a new incarnation).
+func (m *writeMemo) get(obj *unstructured.Unstructured) lastWrite {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.m[client.ObjectKeyFromObject(obj)]
+	if w.uid != obj.GetUID() {
+		return lastWrite{}
+	}
+	return w
+}
+
+func (m *writeMemo) record(obj *unstructured.Unstructured, update func(*lastWrite)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[types.NamespacedName]lastWrite{}
+	}
+	key := client.ObjectKeyFromObject(obj)
+	w := m.m[key]
+	if w.uid != obj.GetUID() {
+		w = lastWrite{uid: obj.GetUID()}
+	}
+	update(&w)
+	m.m[key] = w
+}
+
+func (m *writeMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, key)
+}
+
+// overlay puts the status last written onto obj. The operator is the status's only writer, so
+// that is what the server has even when the cache has not caught up; computing from it, and
+// patching against it, never repeats or undoes a write.
+func (m *writeMemo) overlay(obj *unstructured.Unstructured) error {
+	last := m.get(obj)
+	if last.status == nil {
+		return nil
+	}
+	if err := unstructured.SetNestedField(obj.Object, runtime.DeepCopyJSONValue(last.status), "status"); err != nil {
+		return fmt.Errorf("restoring the last written status: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+// Package engine is the hybrid engine: one generic reconciler per watches.yaml entry that
+// renders the entry's chart for each custom resource and applies, prunes, watches and tears
+// down the children. It knows no kind: a kind brings its Go code through the Lifecycle contract
+// (WithLifecycle), and a kind without any is served from its chart alone.
+//
+// The engine never takes what is not its own: it writes and deletes only objects it created for
+// that resource (controller owner reference with the resource's UID, or AnnotationRetainedFor
+// naming it); any other object in a child's place is an OwnershipConflict.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
+)
+
+// The engine's own writes on any custom resource: events. A kind's RBAC (its resource, status,
+// finalizers and the kinds its chart renders) is marked next to its lifecycle.
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconciler serves one watches.yaml entry: it renders the entry's chart for each custom
+// resource and owns the children's lifecycle.
+type Reconciler struct {
+	client     client.Client // writes
+	apiReader  client.Reader // reads that must not be stale: who holds a child's place, our finalizer
+	resources  client.Reader // the manager's cache: the custom resources
+	childCache cache.Cache   // a cache of the operator's children only (label-selected)
+	mapper     meta.RESTMapper
+	recorder   record.EventRecorder
+	caps       *capabilities
+	chart      *render.Chart
+	lifecycle  Lifecycle
+	watch      watches.Watch
+	gvk        schema.GroupVersionKind
+	selector   labels.Selector
+	cfg        config
+	metrics    *engineMetrics
+
+	controller controller.Controller
+	watchMu    sync.Mutex
+	watched    map[schema.GroupVersionKind]bool
+
+	renders renderMemo
+	written writeMemo
+}
+
+// scope is what one reconcile of one custom resource works on.
+type scope struct {
+	obj      *unstructured.Unstructured
+	status   engineStatus
+	fields   map[string]any // the kind's status fields (Lifecycle.Status)
+	progress []string       // the fields that only count progress
+	outcome  outcome
+	released bool          // our finalizer is gone: forget the resource once its status is written
+	stale    bool          // a write found a child changed since it was read: write no status now
+	deferred time.Duration // a progress-only status write was put off by this long
+}
+
+func (r *Reconciler) newObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	return u
+}
+
+// Reconcile brings one custom resource's children to what its chart renders.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	start := time.Now()
+	defer func() {
+		log.FromContext(ctx).V(1).Info("reconciled", "duration", time.Since(start).String(), "requeueAfter", res.RequeueAfter.String(), "error", retErr)
+	}()
+	obj := r.newObject()
+	if err := r.resources.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", r.gvk.Kind, req, err)
+	}
+	if !r.serves(obj) {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if err := r.written.overlay(obj); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.ensureFinalizer(ctx, obj); err != nil {
+		return ctrl.Result{}, err
+	}
+	s, err := newScope(obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	base := obj.DeepCopy()
+	defer func() {
+		retErr = errors.Join(retErr, r.finish(ctx, base, s))
+		res.RequeueAfter = minPositive(res.RequeueAfter, s.deferred)
+	}()
+	switch {
+	case !obj.GetDeletionTimestamp().IsZero():
+		return r.reconcileDelete(ctx, s)
+	case obj.GetAnnotations()[infrav1alpha1.PauseAnnotation] == "true":
+		s.outcome.paused = true
+		return ctrl.Result{}, nil
+	default:
+		return r.reconcileNormal(ctx, s)
+	}
+}
+
+// serves reports whether obj is this reconciler's to reconcile: it matches the watches.yaml
+// selector, or it is being deleted with our finalizer (a resource relabelled out of the
+// selector still gets its teardown).
+func (r *Reconciler) serves(obj client.Object) bool {
+	if r.selector.Matches(labels.Set(obj.GetLabels())) {
+		return true
+	}
+	return !obj.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer)
+}
+
+func newScope(obj *unstructured.Unstructured) (*scope, error) {
+	st, err := readStatus(obj)
+	if err != nil {
+		return nil, fmt.Errorf("reading the status of %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return &scope{obj: obj, status: st, outcome: outcome{generation: obj.GetGeneration()}}, nil
+}
+
+// ensureFinalizer adds the finalizer to a live resource that lacks it. When we added it before,
+// the cache may just not show our patch yet: the API server is asked first, so that a lagging
+// cache costs a read, not a write, and a finalizer removed by hand is put back.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
+	if !obj.GetDeletionTimestamp().IsZero() || controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) {
+		return nil
+	}
+	target := obj.DeepCopy()
+	if r.written.get(obj).finalizer {
+		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), target); err != nil {
+			return fmt.Errorf("reading %s %s: %w", r.gvk.Kind, obj.GetName(), err)
+		}
+		if controllerutil.ContainsFinalizer(target, infrav1alpha1.Finalizer) || !target.GetDeletionTimestamp().IsZero() {
+			obj.SetFinalizers(target.GetFinalizers())
+			obj.SetDeletionTimestamp(target.GetDeletionTimestamp())
+			return nil
+		}
+	}
+	base := target.DeepCopy()
+	controllerutil.AddFinalizer(target, infrav1alpha1.Finalizer)
+	if err := r.client.Patch(ctx, target, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding the finalizer: %w", err)
+	}
+	obj.SetFinalizers(target.GetFinalizers())
+	r.written.record(obj, func(w *lastWrite) { w.finalizer = true })
+	return nil
+}
+
+// reconcileNormal renders the chart, applies what is missing or drifted, prunes what is no
+// longer rendered and computes the status. A spec that can never render is a terminal error:
+// it is not retried until the spec (or the chart) changes.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	desired, err := r.desired(s)
+	if err != nil {
+		if !isRenderError(err) {
+			return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonRenderFailed, err) // e.g. discovery: retried
+		}
+		return ctrl.Result{}, reconcile.TerminalError(r.fail(s, reasonFor(err), err))
+	}
+	if err := r.ensureWatches(desired); err != nil {
+		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
+	}
+	live, err := r.applyAll(ctx, s, desired)
+	var conflict *OwnershipConflictError
+	switch {
+	case errors.Is(err, errStale):
+		s.stale = true
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	case errors.As(err, &conflict):
+		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonOwnershipConflict, err)
+	case err != nil:
+		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
+	}
+	if err := r.prune(ctx, s, desired); err != nil {
+		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonPruneFailed, err)
+	}
+	s.status.Inventory = inventoryOf(desired)
+	s.status.ObservedGeneration = s.obj.GetGeneration()
+	s.outcome.children = live
+	r.metrics.children.WithLabelValues(r.gvk.Kind, s.obj.GetNamespace(), s.obj.GetName()).Set(float64(len(live)))
+	after, err := r.projectStatus(ctx, s, live)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.requeue(s, after), nil
+}
+
+// fail records a failure in the outcome and, when it is new, in a Warning event: a resync of a
+// resource that keeps failing the same way writes nothing.
+func (r *Reconciler) fail(s *scope, reason string, err error) error {
+	s.outcome.failure(reason, err)
+	if !s.status.degradedBy(reason, err.Error()) {
+		eventReason := infrav1alpha1.EventReconcileFailed
+		if reason == infrav1alpha1.ReasonOwnershipConflict {
+			eventReason = infrav1alpha1.EventOwnershipConflict
+		}
+		r.event(s.obj, true, eventReason, "%v", err)
+	}
+	return err
+}
+
+// requeue decides when to look again without an event: on a reconcilePeriod, when the
+// lifecycle asks (a timeout that will expire), and while children are not ready. The last is
+// a safety net under the child watches: a rollout whose final status update is seen late is
+// noticed within pollInterval. Ready resources are never polled.
+func (r *Reconciler) requeue(s *scope, lifecycleAfter time.Duration) ctrl.Result {
+	after := r.watch.ReconcilePeriod
+	if _, waiting := childProblems(s.outcome.children); len(waiting) > 0 {
+		after = minPositive(after, r.cfg.pollInterval)
+	}
+	return ctrl.Result{RequeueAfter: minPositive(after, lifecycleAfter)}
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// finish writes the scope's status and, once our finalizer is gone, forgets the resource.
+func (r *Reconciler) finish(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
+	err := r.patchStatus(ctx, base, s)
+	if s.released {
+		r.forget(client.ObjectKeyFromObject(s.obj))
+	}
+	return err
+}
+
+// patchStatus writes the scope's status in one patch, and only when it changed.
+func (r *Reconciler) patchStatus(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
+	if s.stale {
+		return nil
+	}
+	setConditions(&s.status.Conditions, s.outcome)
+	r.metrics.observeConditions(r.gvk.Kind, client.ObjectKeyFromObject(s.obj), s.status.Conditions)
+	if err := writeStatus(s.obj, s.status, s.fields); err != nil {
+		return fmt.Errorf("building status: %w", err)
+	}
+	if equalStatus(base, s.obj) {
+		return nil
+	}
+	last := r.written.get(s.obj)
+	if progressOnly(base, s.obj, s.progress) && !last.at.IsZero() {
+		if wait := r.cfg.statusInterval - time.Since(last.at); wait > 0 {
+			s.deferred = wait
+			return nil
+		}
+	}
+	status, _, _ := unstructured.NestedFieldCopy(s.obj.Object, "status")
+	if err := r.client.Status().Patch(ctx, s.obj, client.MergeFrom(base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patching status: %w", err)
+	}
+	r.written.record(s.obj, func(w *lastWrite) { w.status, w.at = status, time.Now() })
+	return nil
+}
+
+// event records an event on the custom resource.
+func (r *Reconciler) event(obj *unstructured.Unstructured, warning bool, reason, format string, args ...any) {
+	kind := "Normal"
+	if warning {
+		kind = "Warning"
+	}
+	r.recorder.Eventf(obj, kind, reason, format, args...)
+}
+
+// forget drops everything remembered about a resource that is gone or no longer served.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.renders.forget(key)
+	r.written.forget(key)
+	r.metrics.forget(r.gvk.Kind, key)
+}
+
+// name is the controller's name: the kind's key, e.g. "genericdaemon.infra.cloudspace.dev".
+func (r *Reconciler) name() string {
+	return kindKey(r.gvk)
+}

@@ -1,0 +1,164 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// unservedLabel takes a Demo out of test/testdata/watches.yaml's selector.
+const unservedLabel = "test.cloudspace.dev/unserved"
+
+func createDemo(t *testing.T, ns, name string, spec map[string]any) *demoRef {
+	t.Helper()
+	demo := newDemo(ns, name, spec)
+	if err := k8sClient.Create(context.Background(), demo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		return hasCondition(demo, infrav1alpha1.ConditionReady, metav1.ConditionTrue, infrav1alpha1.ReasonReconciled)
+	})
+	return &demoRef{demo.GetNamespace(), demo.GetName(), demo}
+}
+
+// demoRef is a Demo created and reconciled by a test.
+type demoRef struct {
+	ns, name string
+	obj      client.Object
+}
+
+func (d *demoRef) patch(t *testing.T, patch string) {
+	t.Helper()
+	if err := k8sClient.Patch(context.Background(), d.obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResourceLeavingTheSelectorIsStillTornDown: a Demo relabelled out of the selector is no
+// longer reconciled (and forgotten: its gauge is gone), but its deletion still runs the
+// teardown it was promised by our finalizer, instead of hanging in Terminating.
+func TestResourceLeavingTheSelectorIsStillTornDown(t *testing.T) {
+	ns := newNamespace(t)
+	d := createDemo(t, ns, "leaver", map[string]any{"greeting": "hi"})
+	if !childrenGauge(ns, "leaver") {
+		t.Fatal("no cloudspace_children gauge for a reconciled resource")
+	}
+	d.patch(t, fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, unservedLabel))
+	eventually(t, timeout, func() error {
+		if childrenGauge(ns, "leaver") {
+			return fmt.Errorf("the resource is still remembered after leaving the selector")
+		}
+		return nil
+	})
+	if err := k8sClient.Delete(context.Background(), d.obj); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leaver-config"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leaver"}},
+		d.obj,
+	} {
+		eventually(t, timeout, func() error { return gone(obj) })
+	}
+}
+
+// childrenGauge reports whether the operator exports cloudspace_children for the resource.
+func childrenGauge(ns, name string) bool {
+	families, _ := metrics.Registry.Gather()
+	for _, f := range families {
+		if f.GetName() != "cloudspace_children" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == ns && labels["name"] == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestFinalizerRemovedByHandIsPutBack: without our finalizer a delete would skip the
+// teardown (a retained volume could be lost), so the operator puts it back.
+func TestFinalizerRemovedByHandIsPutBack(t *testing.T) {
+	ns := newNamespace(t)
+	d := createDemo(t, ns, "unfinalized", map[string]any{"greeting": "hi"})
+	d.patch(t, `{"metadata":{"finalizers":null}}`)
+	eventually(t, timeout, func() error {
+		if err := get(d.obj); err != nil {
+			return err
+		}
+		if !slices.Contains(d.obj.GetFinalizers(), infrav1alpha1.Finalizer) {
+			return fmt.Errorf("finalizers = %v, want %s back", d.obj.GetFinalizers(), infrav1alpha1.Finalizer)
+		}
+		return nil
+	})
+}
+
+// TestDeletionHeldByAnotherFinalizerReportsDeleting: once our teardown is done but another
+// finalizer still holds the resource, a reconcile reports Deleting, not "0 children are ready".
+func TestDeletionHeldByAnotherFinalizerReportsDeleting(t *testing.T) {
+	const hold = "test.cloudspace.dev/hold"
+	ns := newNamespace(t)
+	d := createDemo(t, ns, "held", map[string]any{"greeting": "hi"})
+	d.patch(t, fmt.Sprintf(`{"metadata":{"finalizers":[%q,%q]}}`, infrav1alpha1.Finalizer, hold))
+	if err := k8sClient.Delete(context.Background(), d.obj); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if err := get(d.obj); err != nil {
+			return err
+		}
+		if slices.Contains(d.obj.GetFinalizers(), infrav1alpha1.Finalizer) {
+			return fmt.Errorf("teardown not finished: finalizers %v", d.obj.GetFinalizers())
+		}
+		return nil
+	})
+	// A spec change makes the next reconcile observable: its conditions carry the generation.
+	d.patch(t, `{"spec":{"greeting":"still here"}}`)
+	u := newDemo(ns, "held", nil)
+	eventually(t, timeout, func() error {
+		if err := get(u); err != nil {
+			return err
+		}
+		if c := condition(u, infrav1alpha1.ConditionReady); c == nil || c.ObservedGeneration != u.GetGeneration() {
+			return fmt.Errorf("Ready = %+v, not yet at generation %d", c, u.GetGeneration())
+		}
+		return nil
+	})
+	if c := condition(u, infrav1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != infrav1alpha1.ReasonDeleting {
+		t.Errorf("Ready = %s/%s %q while being deleted, want False/%s", c.Status, c.Reason, c.Message, infrav1alpha1.ReasonDeleting)
+	}
+	d.patch(t, `{"metadata":{"finalizers":null}}`)
+	eventually(t, timeout, func() error { return gone(d.obj) })
+}
+
+// TestUpgradeRendersWithIsUpgrade: .Release.IsUpgrade is part of what the render is
+// remembered by, so the render after the first apply sees true.
+func TestUpgradeRendersWithIsUpgrade(t *testing.T) {
+	ns := newNamespace(t)
+	createDemo(t, ns, "upgraded", map[string]any{"greeting": "hi"})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upgraded-config"}}
+	eventually(t, timeout, func() error {
+		if err := get(cm); err != nil {
+			return err
+		}
+		if cm.Data["upgrade"] != "true" {
+			return fmt.Errorf(".Release.IsUpgrade rendered %q after the first apply, want true", cm.Data["upgrade"])
+		}
+		return nil
+	})
+}
