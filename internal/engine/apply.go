@@ -15,14 +15,14 @@ import (
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
-// OwnershipConflictError says that objects the engine did not create for a resource stand
+// ownershipConflictError says that objects the engine did not create for a resource stand
 // where its chart renders children. Nothing is written for that resource until they are gone.
-type OwnershipConflictError struct {
+type ownershipConflictError struct {
 	// Conflicts name each object and who holds it.
 	Conflicts []string
 }
 
-func (e *OwnershipConflictError) Error() string {
+func (e *ownershipConflictError) Error() string {
 	return strings.Join(e.Conflicts, "; ")
 }
 
@@ -48,7 +48,7 @@ type step struct {
 // applyAll makes every rendered child exist as rendered, in install order, and returns the live
 // children. Every child's place is checked before anything is written, so that an ownership
 // conflict anywhere writes nothing for the resource.
-func (r *Reconciler) applyAll(ctx context.Context, s *scope, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func (r *reconciler) applyAll(ctx context.Context, s *scope, desired []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	steps, err := r.plan(ctx, s.obj, desired)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func (r *Reconciler) applyAll(ctx context.Context, s *scope, desired []*unstruct
 }
 
 // plan reads what stands in each child's place and decides whether the resource may write it.
-func (r *Reconciler) plan(ctx context.Context, owner *unstructured.Unstructured, desired []*unstructured.Unstructured) ([]step, error) {
+func (r *reconciler) plan(ctx context.Context, owner *unstructured.Unstructured, desired []*unstructured.Unstructured) ([]step, error) {
 	steps := make([]step, 0, len(desired))
 	var conflicts []string
 	for _, d := range desired {
@@ -78,12 +78,12 @@ func (r *Reconciler) plan(ctx context.Context, owner *unstructured.Unstructured,
 		steps = append(steps, st)
 	}
 	if len(conflicts) > 0 {
-		return nil, &OwnershipConflictError{Conflicts: conflicts}
+		return nil, &ownershipConflictError{Conflicts: conflicts}
 	}
 	return steps, nil
 }
 
-func (r *Reconciler) adopts(owner, retained *unstructured.Unstructured) bool {
+func (r *reconciler) adopts(owner, retained *unstructured.Unstructured) bool {
 	a, ok := r.lifecycle.(Adopter)
 	return ok && a.Adopt(owner, retained)
 }
@@ -91,7 +91,7 @@ func (r *Reconciler) adopts(owner, retained *unstructured.Unstructured) bool {
 // lookup returns what stands in like's place: from the child cache, or, since that holds only
 // objects with our label, from the API server when the cache has nothing. So an object someone
 // else made is seen before we create ours, for one read per child created.
-func (r *Reconciler) lookup(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (r *reconciler) lookup(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	current, err := r.getChild(ctx, like)
 	if current != nil || err != nil {
 		return current, err
@@ -109,7 +109,7 @@ func (r *Reconciler) lookup(ctx context.Context, like *unstructured.Unstructured
 }
 
 // getChild reads a child from the child cache; nil when the cache has none.
-func (r *Reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(like.GroupVersionKind())
 	err := r.childCache.Get(ctx, client.ObjectKeyFromObject(like), u)
@@ -125,7 +125,7 @@ func (r *Reconciler) getChild(ctx context.Context, like *unstructured.Unstructur
 // write applies every step whose child is missing, drifted or adopted, and returns the live
 // children. One event per reconcile names every child created, one every child updated and
 // one every child adopted: a write per kind of change rather than per child.
-func (r *Reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unstructured.Unstructured, error) {
+func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unstructured.Unstructured, error) {
 	live := make([]*unstructured.Unstructured, 0, len(steps))
 	var created, updated, adopted []string
 	defer func() {
@@ -157,7 +157,7 @@ func (r *Reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 
 // apply writes one child with server-side apply, on the condition that its place still holds
 // what plan saw: nothing (createOnly), or the same version of the object.
-func (r *Reconciler) apply(ctx context.Context, st step) (*unstructured.Unstructured, error) {
+func (r *reconciler) apply(ctx context.Context, st step) (*unstructured.Unstructured, error) {
 	obj := st.desired.DeepCopy()
 	obj.SetResourceVersion(createOnly)
 	if st.current != nil {
@@ -177,7 +177,7 @@ func (r *Reconciler) apply(ctx context.Context, st step) (*unstructured.Unstruct
 }
 
 // eventList records one event naming every child in names, if any.
-func (r *Reconciler) eventList(obj *unstructured.Unstructured, reason, verb string, names []string) {
+func (r *reconciler) eventList(obj *unstructured.Unstructured, reason, verb string, names []string) {
 	if len(names) > 0 {
 		r.event(obj, false, reason, "%s %s", verb, strings.Join(names, ", "))
 	}

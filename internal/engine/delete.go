@@ -19,7 +19,7 @@ import (
 // works when the chart no longer renders: the children the kind retains are released, every
 // other one is deleted in reverse install order, and the finalizer is removed once all are gone.
 // The conditions say Deleting until the resource is gone, also while other finalizers hold it.
-func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.outcome.deleting = true
 	if !controllerutil.ContainsFinalizer(s.obj, infrav1alpha1.Finalizer) {
 		s.released = true
@@ -47,7 +47,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 
 // retain asks the kind which of the live children outlive the resource and releases them. It
 // returns the inventory IDs of the kept children.
-func (r *Reconciler) retain(ctx context.Context, s *scope, entries []infrav1alpha1.InventoryEntry) (map[string]bool, error) {
+func (r *reconciler) retain(ctx context.Context, s *scope, entries []infrav1alpha1.InventoryEntry) (map[string]bool, error) {
 	var live []*unstructured.Unstructured
 	for _, e := range entries {
 		like, err := objectFromEntry(e)
@@ -80,7 +80,7 @@ func (r *Reconciler) retain(ctx context.Context, s *scope, entries []infrav1alph
 // it) and without an owner reference to the resource (so the garbage collector keeps it),
 // marked as retained for the resource (so that a later resource of the same kind and name may
 // adopt it, if its lifecycle agrees).
-func (r *Reconciler) release(ctx context.Context, owner, child *unstructured.Unstructured) error {
+func (r *reconciler) release(ctx context.Context, owner, child *unstructured.Unstructured) error {
 	base := child.DeepCopy()
 	child.SetOwnerReferences(slices.DeleteFunc(child.GetOwnerReferences(), func(ref metav1.OwnerReference) bool {
 		return ref.UID == owner.GetUID()
@@ -97,7 +97,7 @@ func (r *Reconciler) release(ctx context.Context, owner, child *unstructured.Uns
 }
 
 // deleteEntries deletes every entry not kept, and counts those still present.
-func (r *Reconciler) deleteEntries(ctx context.Context, owner *unstructured.Unstructured, entries []infrav1alpha1.InventoryEntry, kept map[string]bool) (int, error) {
+func (r *reconciler) deleteEntries(ctx context.Context, owner *unstructured.Unstructured, entries []infrav1alpha1.InventoryEntry, kept map[string]bool) (int, error) {
 	remaining := 0
 	var errs []error
 	for _, e := range entries {
@@ -115,7 +115,7 @@ func (r *Reconciler) deleteEntries(ctx context.Context, owner *unstructured.Unst
 	return remaining, errors.Join(errs...)
 }
 
-func (r *Reconciler) removeFinalizer(ctx context.Context, s *scope) error {
+func (r *reconciler) removeFinalizer(ctx context.Context, s *scope) error {
 	base := s.obj.DeepCopy()
 	controllerutil.RemoveFinalizer(s.obj, infrav1alpha1.Finalizer)
 	if err := r.client.Patch(ctx, s.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {

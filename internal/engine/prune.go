@@ -13,7 +13,7 @@ import (
 )
 
 // prune deletes the children of the last inventory that the chart no longer renders.
-func (r *Reconciler) prune(ctx context.Context, s *scope, desired []*unstructured.Unstructured) error {
+func (r *reconciler) prune(ctx context.Context, s *scope, desired []*unstructured.Unstructured) error {
 	if s.status.Inventory == nil {
 		return nil
 	}
@@ -36,7 +36,7 @@ func (r *Reconciler) prune(ctx context.Context, s *scope, desired []*unstructure
 // deleteChild deletes one inventory entry if it still exists and is still the owner's; it
 // reports whether the child is still there. The delete is conditional on the UID that was
 // checked, so an object recreated by someone else meanwhile is never deleted.
-func (r *Reconciler) deleteChild(ctx context.Context, owner *unstructured.Unstructured, e infrav1alpha1.InventoryEntry) (bool, error) {
+func (r *reconciler) deleteChild(ctx context.Context, owner *unstructured.Unstructured, e infrav1alpha1.InventoryEntry) (bool, error) {
 	like, err := objectFromEntry(e)
 	if err != nil {
 		return false, err

@@ -39,9 +39,9 @@ import (
 // finalizers and the kinds its chart renders) is marked next to its lifecycle.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Reconciler serves one watches.yaml entry: it renders the entry's chart for each custom
+// reconciler serves one watches.yaml entry: it renders the entry's chart for each custom
 // resource and owns the children's lifecycle.
-type Reconciler struct {
+type reconciler struct {
 	client     client.Client // writes
 	apiReader  client.Reader // reads that must not be stale: who holds a child's place, our finalizer
 	resources  client.Reader // the manager's cache: the custom resources
@@ -77,14 +77,14 @@ type scope struct {
 	deferred time.Duration // a progress-only status write was put off by this long
 }
 
-func (r *Reconciler) newObject() *unstructured.Unstructured {
+func (r *reconciler) newObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
 	return u
 }
 
 // Reconcile brings one custom resource's children to what its chart renders.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	start := time.Now()
 	defer func() {
 		log.FromContext(ctx).V(1).Info("reconciled", "duration", time.Since(start).String(), "requeueAfter", res.RequeueAfter.String(), "error", retErr)
@@ -130,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 // serves reports whether obj is this reconciler's to reconcile: it matches the watches.yaml
 // selector, or it is being deleted with our finalizer (a resource relabelled out of the
 // selector still gets its teardown).
-func (r *Reconciler) serves(obj client.Object) bool {
+func (r *reconciler) serves(obj client.Object) bool {
 	if r.selector.Matches(labels.Set(obj.GetLabels())) {
 		return true
 	}
@@ -148,7 +148,7 @@ func newScope(obj *unstructured.Unstructured) (*scope, error) {
 // ensureFinalizer adds the finalizer to a live resource that lacks it. When we added it before,
 // the cache may just not show our patch yet: the API server is asked first, so that a lagging
 // cache costs a read, not a write, and a finalizer removed by hand is put back.
-func (r *Reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
+func (r *reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
 	if !obj.GetDeletionTimestamp().IsZero() || controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) {
 		return nil
 	}
@@ -176,7 +176,7 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unst
 // reconcileNormal renders the chart, applies what is missing or drifted, prunes what is no
 // longer rendered and computes the status. A spec that can never render is a terminal error:
 // it is not retried until the spec (or the chart) changes.
-func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	desired, err := r.desired(s)
 	if err != nil {
 		if !isRenderError(err) {
@@ -188,7 +188,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
 	live, err := r.applyAll(ctx, s, desired)
-	var conflict *OwnershipConflictError
+	var conflict *ownershipConflictError
 	switch {
 	case errors.Is(err, errStale):
 		s.stale = true
@@ -214,7 +214,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 
 // fail records a failure in the outcome and, when it is new, in a Warning event: a resync of a
 // resource that keeps failing the same way writes nothing.
-func (r *Reconciler) fail(s *scope, reason string, err error) error {
+func (r *reconciler) fail(s *scope, reason string, err error) error {
 	s.outcome.failure(reason, err)
 	if !s.status.degradedBy(reason, err.Error()) {
 		eventReason := infrav1alpha1.EventReconcileFailed
@@ -230,7 +230,7 @@ func (r *Reconciler) fail(s *scope, reason string, err error) error {
 // lifecycle asks (a timeout that will expire), and while children are not ready. The last is
 // a safety net under the child watches: a rollout whose final status update is seen late is
 // noticed within pollInterval. Ready resources are never polled.
-func (r *Reconciler) requeue(s *scope, lifecycleAfter time.Duration) ctrl.Result {
+func (r *reconciler) requeue(s *scope, lifecycleAfter time.Duration) ctrl.Result {
 	after := r.watch.ReconcilePeriod
 	if _, waiting := childProblems(s.outcome.children); len(waiting) > 0 {
 		after = minPositive(after, r.cfg.pollInterval)
@@ -249,7 +249,7 @@ func minPositive(a, b time.Duration) time.Duration {
 }
 
 // finish writes the scope's status and, once our finalizer is gone, forgets the resource.
-func (r *Reconciler) finish(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
+func (r *reconciler) finish(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
 	err := r.patchStatus(ctx, base, s)
 	if s.released {
 		r.forget(client.ObjectKeyFromObject(s.obj))
@@ -258,7 +258,7 @@ func (r *Reconciler) finish(ctx context.Context, base *unstructured.Unstructured
 }
 
 // patchStatus writes the scope's status in one patch, and only when it changed.
-func (r *Reconciler) patchStatus(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
+func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
 	if s.stale {
 		return nil
 	}
@@ -289,7 +289,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 }
 
 // event records an event on the custom resource.
-func (r *Reconciler) event(obj *unstructured.Unstructured, warning bool, reason, format string, args ...any) {
+func (r *reconciler) event(obj *unstructured.Unstructured, warning bool, reason, format string, args ...any) {
 	kind := "Normal"
 	if warning {
 		kind = "Warning"
@@ -298,13 +298,13 @@ func (r *Reconciler) event(obj *unstructured.Unstructured, warning bool, reason,
 }
 
 // forget drops everything remembered about a resource that is gone or no longer served.
-func (r *Reconciler) forget(key types.NamespacedName) {
+func (r *reconciler) forget(key types.NamespacedName) {
 	r.renders.forget(key)
 	r.written.forget(key)
 	r.metrics.forget(r.gvk.Kind, key)
 }
 
 // name is the controller's name: the kind's key, e.g. "genericdaemon.infra.cloudspace.dev".
-func (r *Reconciler) name() string {
+func (r *reconciler) name() string {
 	return kindKey(r.gvk)
 }

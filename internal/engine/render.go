@@ -19,7 +19,7 @@ import (
 // desired returns the decorated children for the CR, rendering only when an input changed:
 // the values, the overrides, the chart, the cluster's capabilities, install or upgrade, or the
 // CR's identity.
-func (r *Reconciler) desired(s *scope) ([]*unstructured.Unstructured, error) {
+func (r *reconciler) desired(s *scope) ([]*unstructured.Unstructured, error) {
 	values, err := r.lifecycle.Values(s.obj)
 	if err != nil {
 		return nil, &render.ValuesError{Err: err}
@@ -102,7 +102,7 @@ func Preview(chart *render.Chart, lc Lifecycle, cr *unstructured.Unstructured, c
 
 // checkScope checks that every child can be owned by the CR: a namespaced kind the cluster
 // knows, in the CR's namespace (owner references cannot cross namespaces).
-func (r *Reconciler) checkScope(owner *unstructured.Unstructured, objs []*unstructured.Unstructured) error {
+func (r *reconciler) checkScope(owner *unstructured.Unstructured, objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
 		mapping, err := r.mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
 		if err != nil {

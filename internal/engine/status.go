@@ -80,7 +80,7 @@ func inventoryOf(desired []*unstructured.Unstructured) *infrav1alpha1.Inventory 
 // projectStatus lets the kind's lifecycle compute its status fields from what it observes:
 // the live children and, for a PodObserver, their pods. It returns when the lifecycle wants
 // another look.
-func (r *Reconciler) projectStatus(ctx context.Context, s *scope, live []*unstructured.Unstructured) (time.Duration, error) {
+func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstructured.Unstructured) (time.Duration, error) {
 	observed := Observed{Children: live}
 	if _, ok := r.lifecycle.(PodObserver); ok {
 		pods, err := r.pods(ctx, s.obj)
@@ -98,7 +98,7 @@ func (r *Reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 }
 
 // pods lists, from the child cache, the pods the chart's workloads run for obj.
-func (r *Reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func (r *reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "PodList"})
 	err := r.childCache.List(ctx, &list, client.InNamespace(obj.GetNamespace()),

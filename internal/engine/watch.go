@@ -29,7 +29,7 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
-// Setup registers one Reconciler per watches.yaml entry with the manager. Every chart is
+// Setup registers one reconciler per watches.yaml entry with the manager. Every chart is
 // loaded here, so a broken chart stops the operator at start rather than at the first CR.
 func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 	cfg := defaultConfig()
@@ -95,7 +95,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 	if lc == nil {
 		lc = ChartOnly{}
 	}
-	r := &Reconciler{
+	r := &reconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), resources: mgr.GetCache(), childCache: childCache,
 		mapper: mgr.GetRESTMapper(), recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, cfg: cfg, metrics: sharedMetrics(),
@@ -106,7 +106,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 
 // SetupWithManager builds the reconciler's controller. Child kinds are watched as the chart
 // renders them (ensureWatches), since only the chart knows them.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name()).
 		For(r.newObject(), builder.WithPredicates(
@@ -137,7 +137,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // watchPods maps the chart's pods (not children: a ReplicaSet owns them) back to their
 // resource by the chart-name and instance labels.
-func (r *Reconciler) watchPods() error {
+func (r *reconciler) watchPods() error {
 	pod := &unstructured.Unstructured{}
 	pod.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
 	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -155,7 +155,7 @@ func (r *Reconciler) watchPods() error {
 
 // ensureWatches starts a watch on every child kind not yet watched, so that a child edited or
 // deleted by hand is put back at once.
-func (r *Reconciler) ensureWatches(objs []*unstructured.Unstructured) error {
+func (r *reconciler) ensureWatches(objs []*unstructured.Unstructured) error {
 	if !r.watch.WatchesDependents() {
 		return nil
 	}
@@ -178,7 +178,7 @@ func (r *Reconciler) ensureWatches(objs []*unstructured.Unstructured) error {
 
 // toOwner maps a child to the resource it belongs to: its controller when that is of our kind,
 // or the resource a retained child names.
-func (r *Reconciler) toOwner(_ context.Context, o client.Object) []reconcile.Request {
+func (r *reconciler) toOwner(_ context.Context, o client.Object) []reconcile.Request {
 	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
 		gv, err := schema.ParseGroupVersion(ref.APIVersion)
 		if err != nil || gv.Group != r.gvk.Group || ref.Kind != r.gvk.Kind {
