@@ -52,7 +52,7 @@ type options struct {
 // grpcOptions configure the workspace API.
 type grpcOptions struct {
 	addr, certFile, keyFile, tokenSecret, namespaces string
-	maxWait                                          time.Duration
+	maxWait, tokenMaxStale                           time.Duration
 	maxWorkspaces, maxRunning                        int
 }
 
@@ -86,6 +86,8 @@ func parseFlags(args []string) (*options, error) {
 		"namespace/name of the Secret of API tokens: each key a user, each value that user's bearer token.")
 	fs.StringVar(&o.grpc.namespaces, "workspace-namespaces", "cloudspace-workspaces",
 		"Comma list of namespaces the API creates workspaces in; the first is the default.")
+	fs.DurationVar(&o.grpc.tokenMaxStale, "grpc-token-max-staleness", 5*time.Minute,
+		"How long the last tokens read are served while the token Secret cannot be read; then calls are Unavailable.")
 	fs.DurationVar(&o.grpc.maxWait, "grpc-max-wait", 5*time.Minute, "Longest a create-and-wait call waits, whatever its deadline.")
 	fs.IntVar(&o.grpc.maxWorkspaces, "quota-max-workspaces", 5, "Workspaces each API user may have.")
 	fs.IntVar(&o.grpc.maxRunning, "quota-max-running", 2, "Running workspaces each API user may have.")
@@ -168,7 +170,8 @@ func setupGRPC(mgr ctrl.Manager, g grpcOptions) error {
 	}
 	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(g.certFile, g.keyFile),
 		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
-		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning))
+		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning),
+		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale))
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}

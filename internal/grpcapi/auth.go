@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -19,23 +21,33 @@ import (
 )
 
 // tokenStore maps bearer tokens to users from a Secret whose keys are user names and whose
-// values are their tokens. It re-reads the Secret at most once per ttl, so a rotated token
-// takes effect within ttl without watching every Secret in the cluster.
+// values are their tokens. It re-reads the Secret at most once per ttl, whether the last read
+// worked or not, so a rotated token takes effect within ttl and an unreadable Secret costs one
+// GET per ttl whatever the request rate. It fails closed: tokens last read longer than
+// maxStale ago are not served, and a token two users share works for neither.
 type tokenStore struct {
-	reader client.Reader
-	secret types.NamespacedName
-	ttl    time.Duration
-	now    func() time.Time
+	reader   client.Reader
+	secret   types.NamespacedName
+	ttl      time.Duration
+	maxStale time.Duration
+	now      func() time.Time
+	log      logr.Logger
 
-	mu      sync.Mutex
-	digests map[string][sha256.Size]byte // user → sha256(token)
-	fetched time.Time
+	mu        sync.Mutex
+	digests   map[string][sha256.Size]byte // user → sha256(token)
+	fetched   time.Time                    // the last read that worked
+	attempted time.Time                    // the last read, whether it worked or not
+	readErr   error                        // why the last read failed; nil when it worked
+	shared    string                       // the users last reported for sharing a token
 }
+
+// tokenReadTimeout bounds one read of the Secret; callers wait for it under the store's lock.
+const tokenReadTimeout = 5 * time.Second
 
 // userFor returns the user whose token this is. Every stored token is compared, in constant
 // time on equal-length digests, so the answer takes as long whichever user matches or none.
-func (t *tokenStore) userFor(ctx context.Context, token string) (string, error) {
-	digests, err := t.load(ctx)
+func (t *tokenStore) userFor(token string) (string, error) {
+	digests, err := t.load()
 	if err != nil {
 		return "", err
 	}
@@ -49,27 +61,61 @@ func (t *tokenStore) userFor(ctx context.Context, token string) (string, error) 
 	return user, nil
 }
 
-func (t *tokenStore) load(ctx context.Context) (map[string][sha256.Size]byte, error) {
+// load returns the current tokens, reading the Secret when the last read is a ttl old.
+func (t *tokenStore) load() (map[string][sha256.Size]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.digests != nil && t.now().Sub(t.fetched) < t.ttl {
-		return t.digests, nil
+	now := t.now()
+	if t.attempted.IsZero() || now.Sub(t.attempted) >= t.ttl {
+		t.attempted = now
+		t.read(now)
 	}
+	if t.digests == nil || now.Sub(t.fetched) > t.maxStale {
+		return nil, fmt.Errorf("the token Secret %s was not read for over %s: %w", t.secret, t.maxStale, t.readErr)
+	}
+	return t.digests, nil
+}
+
+// read fetches the Secret; on failure the last good tokens stay, until they are too stale.
+func (t *tokenStore) read(now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), tokenReadTimeout)
+	defer cancel()
 	var s corev1.Secret
 	if err := t.reader.Get(ctx, t.secret, &s); err != nil {
-		if t.digests != nil {
-			return t.digests, nil // keep serving with the last good tokens
-		}
-		return nil, fmt.Errorf("reading the token Secret %s: %w", t.secret, err)
+		t.readErr = fmt.Errorf("reading the token Secret %s: %w", t.secret, err)
+		t.log.Error(err, "cannot read the token Secret; serving the last tokens until they are stale",
+			"secret", t.secret.String(), "maxStale", t.maxStale.String())
+		return
 	}
-	digests := make(map[string][sha256.Size]byte, len(s.Data))
-	for user, token := range s.Data {
+	digests, shared := digestsOf(s.Data)
+	if key := strings.Join(shared, ","); key != t.shared && key != "" {
+		t.log.Error(nil, "users share a token: it works for none of them until each has their own",
+			"secret", t.secret.String(), "users", shared)
+	}
+	t.digests, t.fetched, t.readErr, t.shared = digests, now, nil, strings.Join(shared, ",")
+}
+
+// digestsOf hashes each user's token. Users whose tokens are equal are left out, and returned:
+// such a token cannot say who is calling.
+func digestsOf(data map[string][]byte) (map[string][sha256.Size]byte, []string) {
+	byDigest := map[[sha256.Size]byte][]string{}
+	for user, token := range data {
 		if tok := strings.TrimSpace(string(token)); tok != "" {
-			digests[user] = sha256.Sum256([]byte(tok))
+			d := sha256.Sum256([]byte(tok))
+			byDigest[d] = append(byDigest[d], user)
 		}
 	}
-	t.digests, t.fetched = digests, t.now()
-	return digests, nil
+	digests := make(map[string][sha256.Size]byte, len(data))
+	var shared []string
+	for d, users := range byDigest {
+		if len(users) > 1 {
+			shared = append(shared, users...)
+			continue
+		}
+		digests[users[0]] = d
+	}
+	slices.Sort(shared)
+	return digests, shared
 }
 
 type userKey struct{}
@@ -98,7 +144,7 @@ func (t *tokenStore) authenticate(ctx context.Context, method string) (context.C
 	if !ok || token == "" {
 		return nil, status.Error(codes.Unauthenticated, "authorization must be \"Bearer <token>\"")
 	}
-	user, err := t.userFor(ctx, token)
+	user, err := t.userFor(token)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, "cannot check tokens right now")
 	}

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -25,11 +24,11 @@ func TestTokenStore(t *testing.T) {
 		Data: map[string][]byte{"alice": []byte("a-token\n"), "bob": []byte("b-token"), "empty": []byte("  ")}}
 	c := fake.NewClientBuilder().WithObjects(secret).Build()
 	now := time.Unix(0, 0)
-	ts := &tokenStore{reader: c, secret: types.NamespacedName{Namespace: "ops", Name: "tokens"}, ttl: time.Minute, now: func() time.Time { return now }}
+	ts := newTestStore(c, func() time.Time { return now })
 	ctx := context.Background()
 	cases := map[string]string{"a-token": "alice", "b-token": "bob", "": "", "a-toke": "", "a-token\n": ""}
 	for token, want := range cases {
-		if got, err := ts.userFor(ctx, token); err != nil || got != want {
+		if got, err := ts.userFor(token); err != nil || got != want {
 			t.Errorf("userFor(%q) = %q, %v; want %q", token, got, err, want)
 		}
 	}
@@ -38,14 +37,14 @@ func TestTokenStore(t *testing.T) {
 	if err := c.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := ts.userFor(ctx, "a-token"); got != "alice" {
+	if got, _ := ts.userFor("a-token"); got != "alice" {
 		t.Errorf("within the TTL the old token gives %q", got)
 	}
 	now = now.Add(2 * time.Minute)
-	if got, _ := ts.userFor(ctx, "a-token"); got != "" {
+	if got, _ := ts.userFor("a-token"); got != "" {
 		t.Errorf("after the TTL the old token still gives %q", got)
 	}
-	if got, _ := ts.userFor(ctx, "new-token"); got != "alice" {
+	if got, _ := ts.userFor("new-token"); got != "alice" {
 		t.Errorf("the new token gives %q", got)
 	}
 }
@@ -53,7 +52,7 @@ func TestTokenStore(t *testing.T) {
 func TestAuthenticate(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "tokens"},
 		Data: map[string][]byte{"alice": []byte("a-token")}}).Build()
-	ts := &tokenStore{reader: c, secret: types.NamespacedName{Namespace: "ops", Name: "tokens"}, ttl: time.Minute, now: time.Now}
+	ts := newTestStore(c, time.Now)
 	in := func(md ...string) context.Context {
 		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(md...))
 	}

@@ -39,6 +39,7 @@ type config struct {
 	keyFile       string
 	tokens        types.NamespacedName
 	tokenTTL      time.Duration
+	tokenMaxStale time.Duration
 	namespaces    []string
 	maxWait       time.Duration
 	maxWorkspaces int
@@ -51,6 +52,7 @@ func defaultConfig() *config {
 		address:       "127.0.0.1:9443",
 		tokens:        types.NamespacedName{Namespace: "cloudspace-operator-system", Name: "cloudspace-api-tokens"},
 		tokenTTL:      10 * time.Second,
+		tokenMaxStale: 5 * time.Minute,
 		namespaces:    []string{"cloudspace-workspaces"},
 		maxWait:       5 * time.Minute,
 		maxWorkspaces: 5,
@@ -87,6 +89,18 @@ func WithTokenSecret(ns, name string) Option {
 			return errors.New("the token Secret needs a namespace and a name")
 		}
 		c.tokens = types.NamespacedName{Namespace: ns, Name: name}
+		return nil
+	}
+}
+
+// WithTokenMaxStaleness sets how long the last tokens read are served while the token Secret
+// cannot be read; after that every call is Unavailable (default 5m).
+func WithTokenMaxStaleness(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("token staleness %s must be positive", d)
+		}
+		c.tokenMaxStale = d
 		return nil
 	}
 }
@@ -144,6 +158,9 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
+	if cfg.tokenMaxStale < cfg.tokenTTL {
+		return nil, fmt.Errorf("token staleness %s is shorter than the %s between reads of the token Secret", cfg.tokenMaxStale, cfg.tokenTTL)
+	}
 	n := newNotifier()
 	informer, err := mgr.GetCache().GetInformer(context.Background(), &infrav1alpha1.Workspace{})
 	if err != nil {
@@ -154,7 +171,8 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 	}
 	return &Server{
 		cfg:    cfg,
-		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, now: time.Now},
+		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, maxStale: cfg.tokenMaxStale,
+			now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")},
 		w:      &workspaces{c: mgr.GetClient(), fresh: mgr.GetAPIReader(), notifier: n, cfg: cfg},
 	}, nil
 }
