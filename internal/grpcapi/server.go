@@ -170,10 +170,10 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("watching workspaces: %w", err)
 	}
 	return &Server{
-		cfg:    cfg,
+		cfg: cfg,
 		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, maxStale: cfg.tokenMaxStale,
 			now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")},
-		w:      &workspaces{c: mgr.GetClient(), fresh: mgr.GetAPIReader(), notifier: n, cfg: cfg},
+		w: &workspaces{c: mgr.GetClient(), fresh: mgr.GetAPIReader(), notifier: n, cfg: cfg},
 	}, nil
 }
 
