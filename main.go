@@ -53,7 +53,7 @@ type options struct {
 type grpcOptions struct {
 	addr, certFile, keyFile, tokenSecret, namespaces string
 	maxWait, tokenMaxStale                           time.Duration
-	maxWorkspaces, maxRunning                        int
+	maxWorkspaces, maxRunning, maxWatches            int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -91,6 +91,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.grpc.maxWait, "grpc-max-wait", 5*time.Minute, "Longest a create-and-wait call waits, whatever its deadline.")
 	fs.IntVar(&o.grpc.maxWorkspaces, "quota-max-workspaces", 5, "Workspaces each API user may have.")
 	fs.IntVar(&o.grpc.maxRunning, "quota-max-running", 2, "Running workspaces each API user may have.")
+	fs.IntVar(&o.grpc.maxWatches, "quota-max-watches", 4, "Watch streams each API user may have open at once.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -171,7 +172,7 @@ func setupGRPC(mgr ctrl.Manager, g grpcOptions) error {
 	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(g.certFile, g.keyFile),
 		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
 		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning),
-		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale))
+		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale), grpcapi.WithMaxWatches(g.maxWatches))
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +45,7 @@ type config struct {
 	maxWait       time.Duration
 	maxWorkspaces int
 	maxRunning    int
+	maxWatches    int
 	stopTimeout   time.Duration
 }
 
@@ -57,6 +59,7 @@ func defaultConfig() *config {
 		maxWait:       5 * time.Minute,
 		maxWorkspaces: 5,
 		maxRunning:    2,
+		maxWatches:    4,
 		stopTimeout:   10 * time.Second,
 	}
 }
@@ -139,6 +142,25 @@ func WithQuota(maxWorkspaces, maxRunning int) Option {
 	}
 }
 
+// WithMaxWatches caps the Watch streams each user may have open at once (default 4).
+func WithMaxWatches(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("max watches %d must be at least 1", n)
+		}
+		c.maxWatches = n
+		return nil
+	}
+}
+
+// Limits of every connection: requests are small, and a client that pings too often or opens
+// streams without end is cut off rather than served.
+const (
+	maxRecvMsgSize       = 64 << 10
+	maxConcurrentStreams = 64
+	keepaliveMinTime     = 20 * time.Second
+)
+
 // The API creates and deletes workspaces for its users, and reads its token Secret.
 // +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get
@@ -160,6 +182,9 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 	}
 	if cfg.tokenMaxStale < cfg.tokenTTL {
 		return nil, fmt.Errorf("token staleness %s is shorter than the %s between reads of the token Secret", cfg.tokenMaxStale, cfg.tokenTTL)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrav1alpha1.Workspace{}, ownerField, ownerOf); err != nil {
+		return nil, fmt.Errorf("indexing workspaces by owner: %w", err)
 	}
 	n := newNotifier()
 	informer, err := mgr.GetCache().GetInformer(context.Background(), &infrav1alpha1.Workspace{})
@@ -192,6 +217,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("listening on %s: %w", s.cfg.address, err)
 	}
 	srv := grpc.NewServer(grpc.Creds(creds),
+		grpc.MaxRecvMsgSize(maxRecvMsgSize), grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 		grpc.ChainUnaryInterceptor(s.tokens.unary), grpc.ChainStreamInterceptor(s.tokens.stream))
 	pb.RegisterCloudIdeServiceServer(srv, &seedService{w: s.w})
 	workspacev1.RegisterWorkspaceServiceServer(srv, &v1Service{w: s.w})

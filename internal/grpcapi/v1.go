@@ -111,6 +111,11 @@ func (s *v1Service) Watch(in *workspacev1.WatchWorkspacesRequest, stream workspa
 			return err
 		}
 	}
+	release, err := s.w.watchSlot(user)
+	if err != nil {
+		return err
+	}
+	defer release()
 	poke, stop := s.w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Spec.Owner == user })
 	defer stop()
 	sent := map[types.NamespacedName]string{}

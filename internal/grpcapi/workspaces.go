@@ -25,6 +25,10 @@ import (
 // OwnerLabel carries a workspace's owner, so that a user's workspaces are found by label.
 const OwnerLabel = "infra.cloudspace.dev/owner"
 
+// ownerField selects workspaces by spec.owner: a selectable field of the CRD for reads from
+// the API server, and an index of the same name in the cache.
+const ownerField = "spec.owner"
+
 // maxNameLength leaves room for the children's suffixes ("-home") in a 63-character name.
 const maxNameLength = 45
 
@@ -54,6 +58,9 @@ type workspaces struct {
 	// quotaMu makes a quota check and the create or start it allows one step, so that two
 	// concurrent calls cannot both take the last place.
 	quotaMu sync.Mutex
+
+	watchMu  sync.Mutex
+	watching map[string]int // open Watch streams per user
 }
 
 func invalid(field, format string, args ...any) error {
@@ -132,7 +139,8 @@ func (sp spec) object(user string) *infrav1alpha1.Workspace {
 	return ws
 }
 
-// userWorkspaces lists the user's workspaces, through r, in one namespace or all served.
+// userWorkspaces lists the user's workspaces, through r, in one namespace or all served. Only
+// the user's are read: by the owner index in the cache, by field selector from the API server.
 func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, ns string) ([]infrav1alpha1.Workspace, error) {
 	var out []infrav1alpha1.Workspace
 	namespaces := w.cfg.namespaces
@@ -141,16 +149,42 @@ func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, 
 	}
 	for _, n := range namespaces {
 		var list infrav1alpha1.WorkspaceList
-		if err := r.List(ctx, &list, client.InNamespace(n)); err != nil {
+		if err := r.List(ctx, &list, client.InNamespace(n), client.MatchingFields{ownerField: user}); err != nil {
 			return nil, toStatus(err, "listing workspaces")
 		}
-		for _, ws := range list.Items {
-			if ws.Spec.Owner == user {
-				out = append(out, ws)
-			}
-		}
+		out = append(out, list.Items...)
 	}
 	return out, nil
+}
+
+// ownerOf is the owner index's function.
+func ownerOf(o client.Object) []string {
+	ws, ok := o.(*infrav1alpha1.Workspace)
+	if !ok || ws.Spec.Owner == "" {
+		return nil
+	}
+	return []string{ws.Spec.Owner}
+}
+
+// watchSlot takes one of the user's Watch streams, or says ResourceExhausted when they have
+// them all; release gives it back.
+func (w *workspaces) watchSlot(user string) (release func(), err error) {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.watching[user] >= w.cfg.maxWatches {
+		return nil, status.Errorf(codes.ResourceExhausted, "user %s has %d Watch streams open, the most allowed", user, w.watching[user])
+	}
+	if w.watching == nil {
+		w.watching = map[string]int{}
+	}
+	w.watching[user]++
+	return func() {
+		w.watchMu.Lock()
+		defer w.watchMu.Unlock()
+		if w.watching[user]--; w.watching[user] == 0 {
+			delete(w.watching, user)
+		}
+	}, nil
 }
 
 // checkQuota refuses when the user is at a limit: adding counts a new workspace, starting a

@@ -148,5 +148,6 @@ func grpcSetUp(ctx context.Context, work string) ([]string, error) {
 		"--grpc-token-secret=" + operatorNS + "/" + tokensSecret,
 		"--workspace-namespaces=" + workspaceNS,
 		"--quota-max-workspaces=3", "--quota-max-running=2", "--grpc-max-wait=2m",
+		fmt.Sprintf("--quota-max-watches=%d", e2eMaxWatches),
 	}, nil
 }
