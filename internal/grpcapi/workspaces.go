@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"regexp"
@@ -211,10 +212,16 @@ func (w *workspaces) checkQuota(ctx context.Context, user string, adding, starti
 	return nil
 }
 
+// createRequestAnnotation marks a workspace with the create call that made it, so that a call
+// that ends before it learns whether its create happened can remove its own, and only its own.
+const createRequestAnnotation = "infra.cloudspace.dev/create-request"
+
 // create makes the workspace after checking the quota; with wait, it returns once the
 // workspace is Running and deletes it again if it fails or the deadline passes first.
 func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool) (*infrav1alpha1.Workspace, error) {
 	ws := sp.object(user)
+	request := rand.Text()
+	ws.Annotations = map[string]string{createRequestAnnotation: request}
 	key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
 	// Subscribe before creating, so that the Running event cannot be missed.
 	poke, stop := w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Namespace == key.Namespace && o.Name == key.Name })
@@ -231,8 +238,9 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	w.quotaMu.Unlock()
 	if err != nil {
 		if ctx.Err() != nil {
-			// The call ended during the create: the workspace may exist without anyone to use it.
-			w.abandon(key, "", true)
+			// The call ended during the create, which may have happened without anyone to
+			// use it: remove it if it is this call's.
+			w.abandonRequest(key, request)
 		}
 		return nil, toStatus(err, "creating workspace "+ws.Name)
 	}
@@ -269,19 +277,27 @@ func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, 
 	}
 }
 
-// abandon deletes a workspace this call created and could not bring up.
+// abandon deletes the workspace this call created and could not bring up: the one with this
+// UID, never another of the same name.
 func (w *workspaces) abandon(key types.NamespacedName, uid types.UID, cleanup bool) {
-	if !cleanup {
+	if !cleanup || uid == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	var opts []client.DeleteOption
-	if uid != "" {
-		opts = append(opts, client.Preconditions{UID: &uid})
+	_ = w.c.Delete(ctx, ws, client.Preconditions{UID: &uid})
+}
+
+// abandonRequest deletes the workspace at key if the create call marked request made it.
+func (w *workspaces) abandonRequest(key types.NamespacedName, request string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var ws infrav1alpha1.Workspace
+	if err := w.fresh.Get(ctx, key, &ws); err != nil || ws.Annotations[createRequestAnnotation] != request {
+		return
 	}
-	_ = w.c.Delete(ctx, ws, opts...)
+	w.abandon(key, ws.UID, true)
 }
 
 // owned reads a workspace and checks that the user owns it.
@@ -319,9 +335,11 @@ func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, runn
 			return nil, err
 		}
 	}
+	// Conditional on the version checked: a stale read never patches a workspace that was
+	// deleted and recreated, by another user, under the same name.
 	base := ws.DeepCopy()
 	ws.Spec.Running = ptr.To(running)
-	if err := w.c.Patch(ctx, ws, client.MergeFrom(base)); err != nil {
+	if err := w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, toStatus(err, "updating workspace "+name)
 	}
 	return ws, nil

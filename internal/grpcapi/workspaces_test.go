@@ -1,0 +1,123 @@
+package grpcapi
+
+import (
+	"context"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := infrav1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// interruptedCreates is the API's state for one create call whose caller gives up while the
+// create is under way: the server (fresh) holds objs; the cache lags and has no workspace;
+// and the create, real or refused, returns only after the call's context ended.
+func interruptedCreates(t *testing.T, cancel context.CancelFunc, objs ...client.Object) (*workspaces, client.Client) {
+	t.Helper()
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
+	cache := interceptor.NewClient(server, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*infrav1alpha1.Workspace); ok {
+				return apierrors.NewNotFound(infrav1alpha1.GroupVersion.WithResource("workspaces").GroupResource(), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			obj.SetUID(types.UID(obj.GetName() + "-uid")) // as the API server would
+			err := c.Create(ctx, obj, opts...)
+			cancel()
+			if err != nil {
+				return err
+			}
+			return context.Canceled
+		},
+	})
+	cfg := defaultConfig()
+	cfg.namespaces = []string{"ides"}
+	return &workspaces{c: cache, fresh: server, notifier: newNotifier(), cfg: cfg}, server
+}
+
+// TestInterruptedCreateLeavesAnotherUsersWorkspace: alice's create of a name bob just took,
+// seen by a cache that has not caught up, ends after her deadline; bob's workspace stays.
+func TestInterruptedCreateLeavesAnotherUsersWorkspace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bobs := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "proj", UID: "bobs-uid"}, Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob"}}
+	w, server := interruptedCreates(t, cancel, bobs)
+	if _, err := w.create(ctx, "alice", spec{name: "proj", namespace: "ides"}, true); err == nil {
+		t.Fatal("alice's create of bob's name succeeded")
+	}
+	var after infrav1alpha1.Workspace
+	if err := server.Get(context.Background(), client.ObjectKeyFromObject(bobs), &after); err != nil || after.Spec.Owner != "bob" {
+		t.Errorf("bob's workspace after alice's failed create: %+v, %v", after.Spec, err)
+	}
+}
+
+// TestInterruptedCreateRemovesWhatItCreated: a create that happened although the call ended
+// is removed again, so nobody is left with a workspace they did not get.
+func TestInterruptedCreateRemovesWhatItCreated(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, server := interruptedCreates(t, cancel)
+	if _, err := w.create(ctx, "alice", spec{name: "mine", namespace: "ides"}, true); err == nil {
+		t.Fatal("an interrupted create reported success")
+	}
+	err := server.Get(context.Background(), client.ObjectKey{Namespace: "ides", Name: "mine"}, &infrav1alpha1.Workspace{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the workspace the interrupted call created is still there: %v", err)
+	}
+}
+
+// TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace: alice's workspace "proj" was deleted
+// and bob made his own "proj"; a cache that still shows alice's lets her calls pass the owner
+// check, but their writes are conditional on the version checked, so bob's is untouched.
+// (Delete carries the checked UID as its precondition, which only a real API server enforces.)
+func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
+	for _, bobRunning := range []bool{true, false} {
+		bobs := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "proj", UID: "bobs-uid"},
+			Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob", Running: ptr.To(bobRunning)}}
+		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bobs).
+			WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
+		stale := func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if ws, ok := obj.(*infrav1alpha1.Workspace); ok {
+				ws.UID, ws.ResourceVersion, ws.Spec.Owner = "alices-uid", "1", "alice"
+			}
+			return nil
+		}
+		cfg := defaultConfig()
+		cfg.namespaces = []string{"ides"}
+		w := &workspaces{c: interceptor.NewClient(server, interceptor.Funcs{Get: stale}), fresh: server, notifier: newNotifier(), cfg: cfg}
+		ctx := context.Background()
+		if _, err := w.setRunning(ctx, "alice", "ides", "proj", !bobRunning, refFields); err == nil {
+			t.Errorf("alice set running=%v on a stale read of bob's workspace", !bobRunning)
+		}
+		var after infrav1alpha1.Workspace
+		if err := server.Get(ctx, client.ObjectKeyFromObject(bobs), &after); err != nil || *after.Spec.Running != bobRunning {
+			t.Errorf("bob's workspace after alice's call: running %v, %v; want %v", *after.Spec.Running, err, bobRunning)
+		}
+	}
+}
