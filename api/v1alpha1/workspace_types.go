@@ -42,10 +42,12 @@ const (
 type WorkspaceResources struct {
 	// CPU is the IDE's CPU limit.
 	// +kubebuilder:default="1"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
 	// +optional
 	CPU *resource.Quantity `json:"cpu,omitempty"`
 	// Memory is the IDE's memory limit and request.
 	// +kubebuilder:default="2Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
@@ -54,6 +56,7 @@ type WorkspaceResources struct {
 type WorkspaceStorage struct {
 	// Size of the volume.
 	// +kubebuilder:default="10Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 	// StorageClassName of the claim; the cluster's default class when empty.
@@ -67,10 +70,11 @@ type WorkspaceStorage struct {
 
 // WorkspaceGit is a repository cloned into the workspace on its first start.
 type WorkspaceGit struct {
-	// URL of the repository (https or ssh).
+	// URL of the repository: https, ssh or git@ (plain http is refused: a clone over it can be
+	// tampered with on the way).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('git@')",message="must be an https, http, ssh or git@ URL"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('ssh://') || self.startsWith('git@')",message="must be an https, ssh or git@ URL"
 	URL string `json:"url"`
 	// Ref is the branch or tag to check out; the repository's default branch when empty.
 	// +kubebuilder:validation:MaxLength=255
@@ -102,7 +106,7 @@ type WorkspaceSpec struct {
 	// Image is the IDE image (code-server or one built on it).
 	// +kubebuilder:default="codercom/code-server:4.96.4"
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="must not contain spaces"
+	// +kubebuilder:validation:Pattern=`^[^\s\x00-\x1f\x7f]*$`
 	// +optional
 	Image string `json:"image,omitempty"`
 

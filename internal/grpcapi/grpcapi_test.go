@@ -80,11 +80,7 @@ func TestValidate(t *testing.T) {
 		{spec{name: "1abc"}, "workspace.name"},
 		{spec{name: "this-name-is-far-too-long-for-a-workspace-name-x"}, "workspace.name"},
 		{spec{name: "ok", namespace: "elsewhere"}, "workspace.namespace"},
-		{spec{name: "ok", image: "a b"}, "workspace.image"},
-		{spec{name: "ok", port: 70000}, "workspace.port"},
-		{spec{name: "ok", memory: "0"}, "workspace.memory"},
 		{spec{name: "ok", storage: "ten gigs"}, "workspace.storage"},
-		{spec{name: "ok", git: "ftp://x"}, "workspace.git_url"},
 	}
 	for _, tc := range cases {
 		sp := tc.sp

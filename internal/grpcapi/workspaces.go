@@ -41,6 +41,7 @@ type spec struct {
 	port                      uint32
 	cpu, memory, storage, git string
 	retain                    bool
+	fields                    fields // the caller's names of the fields, for errors
 }
 
 // fields names each spec field as the caller's message spells it, for InvalidArgument.
@@ -86,7 +87,10 @@ func validName(name, field string) error {
 	return nil
 }
 
-// validate checks a create request and fills its namespace.
+// validate checks what only the API knows (the name it makes a resource name of, the
+// namespaces it serves, quantities it must parse to build the resource), and fills the
+// namespace. Every rule on the workspace itself is the CRD's, which the API server applies to
+// the create; its refusal is reported in the caller's field names (invalidSpec).
 func (w *workspaces) validate(sp *spec, f fields) error {
 	if err := validName(sp.name, f.name); err != nil {
 		return err
@@ -95,25 +99,34 @@ func (w *workspaces) validate(sp *spec, f fields) error {
 	if err != nil {
 		return err
 	}
-	sp.namespace = ns
-	if strings.ContainsAny(sp.image, " \t\n") || len(sp.image) > 512 {
-		return invalid(f.image, "%q is not an image reference", sp.image)
-	}
-	if sp.port != 0 && (sp.port < 1024 || sp.port > 65535) {
-		return invalid(f.port, "%d is outside 1024–65535", sp.port)
-	}
+	sp.namespace, sp.fields = ns, f
 	for _, q := range []struct{ value, field string }{{sp.cpu, f.cpu}, {sp.memory, f.memory}, {sp.storage, f.storage}} {
-		if q.value == "" {
-			continue
+		if _, err := resource.ParseQuantity(q.value); q.value != "" && err != nil {
+			return invalid(q.field, "%q is not a quantity (like 500m, 2Gi)", q.value)
 		}
-		if v, err := resource.ParseQuantity(q.value); err != nil || v.Sign() <= 0 {
-			return invalid(q.field, "%q is not a positive quantity (like 500m, 2Gi)", q.value)
-		}
-	}
-	if sp.git != "" && !strings.HasPrefix(sp.git, "https://") && !strings.HasPrefix(sp.git, "ssh://") && !strings.HasPrefix(sp.git, "git@") {
-		return invalid(f.git, "%q must be an https, ssh or git@ URL", sp.git)
 	}
 	return nil
+}
+
+// createError is a failed create as a gRPC status. The API server's refusal of the workspace
+// is InvalidArgument with each cause under the field name of the caller's message: the rules
+// are the CRD's, the names the caller's.
+func createError(err error, name string, f fields) error {
+	var st apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &st) || st.Status().Details == nil || len(st.Status().Details.Causes) == 0 {
+		return toStatus(err, "creating workspace "+name)
+	}
+	names := map[string]string{"spec.image": f.image, "spec.port": f.port, "spec.resources.cpu": f.cpu,
+		"spec.resources.memory": f.memory, "spec.storage.size": f.storage, "spec.git.url": f.git}
+	var msgs []string
+	for _, c := range st.Status().Details.Causes {
+		name := names[c.Field]
+		if name == "" {
+			name = c.Field
+		}
+		msgs = append(msgs, name+": "+c.Message)
+	}
+	return status.Error(codes.InvalidArgument, strings.Join(msgs, "; "))
 }
 
 // object builds the Workspace for a validated spec.
@@ -230,6 +243,10 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
 		return nil, status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
 	}
+	// The CRD's rules first, through a dry run: a bad field is the answer even at a full quota.
+	if err := w.c.Create(ctx, ws.DeepCopy(), client.DryRunAll); err != nil {
+		return nil, createError(err, ws.Name, sp.fields)
+	}
 	w.quotaMu.Lock()
 	err := w.checkQuota(ctx, user, true, true)
 	if err == nil {
@@ -242,7 +259,7 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 			// use it: remove it if it is this call's.
 			w.abandonRequest(key, request)
 		}
-		return nil, toStatus(err, "creating workspace "+ws.Name)
+		return nil, createError(err, ws.Name, sp.fields)
 	}
 	if !wait {
 		return ws, nil
@@ -309,8 +326,15 @@ func (w *workspaces) owned(ctx context.Context, user, ns, name string, f fields)
 	if err != nil {
 		return nil, err
 	}
+	// The cache may not have a workspace created a moment ago: a miss is asked again of the
+	// API server before it is NotFound.
 	var ws infrav1alpha1.Workspace
-	if err := w.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &ws); err != nil {
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	err = w.c.Get(ctx, key, &ws)
+	if apierrors.IsNotFound(err) {
+		err = w.fresh.Get(ctx, key, &ws)
+	}
+	if err != nil {
 		return nil, toStatus(err, "reading workspace "+name)
 	}
 	if ws.Spec.Owner != user {

@@ -30,11 +30,12 @@ func testScheme(t *testing.T) *runtime.Scheme {
 }
 
 // interruptedCreates is the API's state for one create call whose caller gives up while the
-// create is under way: the server (fresh) holds objs; the cache lags and has no workspace;
-// and the create, real or refused, returns only after the call's context ended.
-func interruptedCreates(t *testing.T, cancel context.CancelFunc, objs ...client.Object) (*workspaces, client.Client) {
+// create is under way: the cache lags and has no workspace; raced, if set, is created on the
+// server just before the call's create (after all its checks); and the create, real or
+// refused, returns only after the call's context ended.
+func interruptedCreates(t *testing.T, cancel context.CancelFunc, raced client.Object) (*workspaces, client.Client) {
 	t.Helper()
-	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
 	cache := interceptor.NewClient(server, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -44,6 +45,14 @@ func interruptedCreates(t *testing.T, cancel context.CancelFunc, objs ...client.
 			return c.Get(ctx, key, obj, opts...)
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if len((&client.CreateOptions{}).ApplyOptions(opts).DryRun) > 0 {
+				return c.Create(ctx, obj, opts...)
+			}
+			if raced != nil {
+				if err := c.Create(ctx, raced); err != nil {
+					t.Fatal(err)
+				}
+			}
 			obj.SetUID(types.UID(obj.GetName() + "-uid")) // as the API server would
 			err := c.Create(ctx, obj, opts...)
 			cancel()
@@ -58,13 +67,15 @@ func interruptedCreates(t *testing.T, cancel context.CancelFunc, objs ...client.
 	return &workspaces{c: cache, fresh: server, notifier: newNotifier(), cfg: cfg}, server
 }
 
-// TestInterruptedCreateLeavesAnotherUsersWorkspace: alice's create of a name bob just took,
-// seen by a cache that has not caught up, ends after her deadline; bob's workspace stays.
+// TestInterruptedCreateLeavesAnotherUsersWorkspace: bob takes a name while alice's create of
+// it is under way (after its checks, before its create), and her call ends after her
+// deadline; bob's workspace stays.
 func TestInterruptedCreateLeavesAnotherUsersWorkspace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bobs := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "proj", UID: "bobs-uid"}, Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob"}}
 	w, server := interruptedCreates(t, cancel, bobs)
+	bobs = bobs.DeepCopy()
 	if _, err := w.create(ctx, "alice", spec{name: "proj", namespace: "ides"}, true); err == nil {
 		t.Fatal("alice's create of bob's name succeeded")
 	}
@@ -79,7 +90,7 @@ func TestInterruptedCreateLeavesAnotherUsersWorkspace(t *testing.T) {
 func TestInterruptedCreateRemovesWhatItCreated(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, server := interruptedCreates(t, cancel)
+	w, server := interruptedCreates(t, cancel, nil)
 	if _, err := w.create(ctx, "alice", spec{name: "mine", namespace: "ides"}, true); err == nil {
 		t.Fatal("an interrupted create reported success")
 	}

@@ -3,13 +3,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // TestGenericDaemonSchemaRejectsInvalidObjects proves the real API server enforces the
@@ -53,4 +56,35 @@ func TestGenericDaemonSchemaRejectsInvalidObjects(t *testing.T) {
 		t.Fatalf("creating a valid GenericDaemon: %v", err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), valid) })
+}
+
+// TestWorkspaceSchemaAgreesWithTheAPI runs the table the gRPC API is also tested with against
+// the CRD: each invalid value is refused naming its field; each valid one is accepted.
+func TestWorkspaceSchemaAgreesWithTheAPI(t *testing.T) {
+	ns := newNamespace(t)
+	for i, tc := range framework.WorkspaceCases {
+		spec := map[string]any{"owner": "erin"}
+		if err := unstructured.SetNestedField(spec, caseValue(tc), strings.Split(strings.TrimPrefix(tc.Path, "spec."), ".")...); err != nil {
+			t.Fatal(err)
+		}
+		ws := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		ws.SetGroupVersionKind(infrav1alpha1.GroupVersion.WithKind("Workspace"))
+		ws.SetNamespace(ns)
+		ws.SetName(fmt.Sprintf("case-%d", i))
+		err := k8sClient.Create(context.Background(), ws)
+		switch {
+		case tc.Valid && err != nil:
+			t.Errorf("%s = %q: refused (%v), want accepted", tc.Path, tc.Value, err)
+		case !tc.Valid && (err == nil || !strings.Contains(err.Error(), tc.Path)):
+			t.Errorf("%s = %q: %v, want refused naming %s", tc.Path, tc.Value, err, tc.Path)
+		}
+	}
+}
+
+// caseValue is the case's value as the resource carries it: ports are numbers.
+func caseValue(tc framework.WorkspaceCase) any {
+	if n, err := strconv.ParseInt(tc.Value, 10, 64); err == nil && tc.Field == "port" {
+		return n
+	}
+	return tc.Value
 }
