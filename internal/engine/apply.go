@@ -123,11 +123,14 @@ func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructur
 }
 
 // write applies every step whose child is missing, drifted or adopted, and returns the live
-// children. One event per reconcile names every child created, one every child updated and
-// one every child adopted: a write per kind of change rather than per child.
+// children. A child the API server refuses does not hold the others back (a stop still
+// reaches the IDE when a volume resize is refused): every refusal is returned, joined. One
+// event per reconcile names every child created, one every child updated and one every child
+// adopted: a write per kind of change rather than per child.
 func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unstructured.Unstructured, error) {
 	live := make([]*unstructured.Unstructured, 0, len(steps))
 	var created, updated, adopted []string
+	var refused []error
 	defer func() {
 		r.eventList(s.obj, infrav1alpha1.EventChildCreated, "Created", created)
 		r.eventList(s.obj, infrav1alpha1.EventChildUpdated, "Updated", updated)
@@ -139,8 +142,12 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 			continue
 		}
 		applied, err := r.apply(ctx, st)
-		if err != nil {
+		if errors.Is(err, errStale) {
 			return nil, err
+		}
+		if err != nil {
+			refused = append(refused, err)
+			continue
 		}
 		switch {
 		case st.current == nil:
@@ -152,7 +159,7 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 		}
 		live = append(live, applied)
 	}
-	return live, nil
+	return live, errors.Join(refused...)
 }
 
 // apply writes one child with server-side apply, on the condition that its place still holds

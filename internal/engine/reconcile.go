@@ -196,6 +196,8 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	case errors.As(err, &conflict):
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonOwnershipConflict, err)
 	case err != nil:
+		// Some children may have been created: record them, so that a delete finds them.
+		s.status.Inventory = mergeInventory(s.status.Inventory, inventoryOf(desired))
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
 	if err := r.prune(ctx, s, desired); err != nil {

@@ -77,6 +77,20 @@ func inventoryOf(desired []*unstructured.Unstructured) *infrav1alpha1.Inventory 
 	return inv
 }
 
+// mergeInventory is every entry of a, then those of b that a lacks.
+func mergeInventory(a, b *infrav1alpha1.Inventory) *infrav1alpha1.Inventory {
+	if a == nil {
+		return b
+	}
+	out := &infrav1alpha1.Inventory{Entries: slices.Clone(a.Entries)}
+	for _, e := range b.Entries {
+		if !slices.ContainsFunc(out.Entries, func(o infrav1alpha1.InventoryEntry) bool { return o.ID == e.ID }) {
+			out.Entries = append(out.Entries, e)
+		}
+	}
+	return out
+}
+
 // projectStatus lets the kind's lifecycle compute its status fields from what it observes:
 // the live children and, for a PodObserver, their pods. It returns when the lifecycle wants
 // another look.

@@ -144,3 +144,20 @@ func TestProgressOnly(t *testing.T) {
 		t.Error("progressOnly modified its input")
 	}
 }
+
+func TestMergeInventoryKeepsEveryEntryOnce(t *testing.T) {
+	e := func(ids ...string) *infrav1alpha1.Inventory {
+		inv := &infrav1alpha1.Inventory{}
+		for _, id := range ids {
+			inv.Entries = append(inv.Entries, infrav1alpha1.InventoryEntry{ID: id, Version: "v1"})
+		}
+		return inv
+	}
+	got := mergeInventory(e("a", "b"), e("b", "c"))
+	if len(got.Entries) != 3 || got.Entries[0].ID != "a" || got.Entries[2].ID != "c" {
+		t.Errorf("merged = %+v, want a, b, c", got.Entries)
+	}
+	if got := mergeInventory(nil, e("x")); len(got.Entries) != 1 {
+		t.Errorf("merged with nothing = %+v", got)
+	}
+}

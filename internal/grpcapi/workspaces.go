@@ -212,7 +212,7 @@ func (w *workspaces) checkQuota(ctx context.Context, user string, adding, starti
 	mine = slices.DeleteFunc(mine, func(ws infrav1alpha1.Workspace) bool { return ws.DeletionTimestamp != nil })
 	running := 0
 	for _, ws := range mine {
-		if ws.Spec.Running == nil || *ws.Spec.Running {
+		if !stopped(&ws) {
 			running++
 		}
 	}
@@ -228,6 +228,13 @@ func (w *workspaces) checkQuota(ctx context.Context, user string, adding, starti
 // createRequestAnnotation marks a workspace with the create call that made it, so that a call
 // that ends before it learns whether its create happened can remove its own, and only its own.
 const createRequestAnnotation = "infra.cloudspace.dev/create-request"
+
+// stopped reports whether a workspace counts as stopped for the quota: asked to stop, and its
+// IDE pod gone (phase Stopped), not merely on its way out.
+func stopped(ws *infrav1alpha1.Workspace) bool {
+	asked := ws.Spec.Running != nil && !*ws.Spec.Running
+	return asked && (ws.Status.Phase == infrav1alpha1.WorkspaceStopped || ws.Status.Phase == "")
+}
 
 // create makes the workspace after checking the quota; with wait, it returns once the
 // workspace is Running and deletes it again if it fails or the deadline passes first.

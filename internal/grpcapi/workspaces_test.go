@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -129,6 +131,29 @@ func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
 		var after infrav1alpha1.Workspace
 		if err := server.Get(ctx, client.ObjectKeyFromObject(bobs), &after); err != nil || *after.Spec.Running != bobRunning {
 			t.Errorf("bob's workspace after alice's call: running %v, %v; want %v", *after.Spec.Running, err, bobRunning)
+		}
+	}
+}
+
+// TestQuotaCountsAStoppingWorkspaceAsRunning: a workspace asked to stop whose IDE pod still
+// runs holds its place in the running quota until the pod is gone.
+func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
+	ws := func(name string, running bool, phase infrav1alpha1.WorkspacePhase) client.Object {
+		return &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: name},
+			Spec: infrav1alpha1.WorkspaceSpec{Owner: "gina", Running: ptr.To(running)}, Status: infrav1alpha1.WorkspaceStatus{Phase: phase}}
+	}
+	for _, tc := range []struct {
+		phase infrav1alpha1.WorkspacePhase
+		full  bool
+	}{{infrav1alpha1.WorkspaceStopping, true}, {infrav1alpha1.WorkspaceRunning, true}, {infrav1alpha1.WorkspaceStopped, false}} {
+		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).
+			WithObjects(ws("a", true, infrav1alpha1.WorkspaceRunning), ws("b", false, tc.phase)).Build()
+		cfg := defaultConfig()
+		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
+		w := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg}
+		err := w.checkQuota(context.Background(), "gina", false, true)
+		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
+			t.Errorf("one running and one stopped in phase %s: quota full = %v (%v), want %v", tc.phase, full, err, tc.full)
 		}
 	}
 }

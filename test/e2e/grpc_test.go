@@ -247,6 +247,17 @@ func TestQuotas(t *testing.T) {
 	if _, err := api.Stop(ctx, &workspacev1.WorkspaceRef{Name: "carol-a"}); err != nil {
 		t.Fatal(err)
 	}
+	// A stopping workspace holds its place until its IDE pod is gone.
+	waitFor(t, time.Minute, "carol-a stopped", func(context.Context) error {
+		ws, err := api.Get(ctx, &workspacev1.WorkspaceRef{Name: "carol-a"})
+		if err != nil {
+			return err
+		}
+		if ws.GetPhase() != "Stopped" {
+			return fmt.Errorf("phase %s", ws.GetPhase())
+		}
+		return nil
+	})
 	if err := create("carol-c"); err != nil {
 		t.Fatalf("with one stopped, a new one must fit: %v", err)
 	}

@@ -239,3 +239,32 @@ func TestWorkspaceDefaultsAndValidation(t *testing.T) {
 		t.Errorf("changing the owner: %v, want it refused", err)
 	}
 }
+
+// TestStopStopsEvenWhenAnotherChildFails: a stop that comes with a change another child
+// refuses (a volume cannot shrink) still scales the IDE to zero, and the failure is reported.
+func TestStopStopsEvenWhenAnotherChildFails(t *testing.T) {
+	ns := newNamespace(t)
+	ws := newWorkspace(t, ns, "stubborn", infrav1alpha1.WorkspaceSpec{Owner: "frank"})
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stubborn"}}
+	eventually(t, timeout, func() error { return get(dep) })
+	patch := []byte(`{"spec":{"running":false,"storage":{"size":"1Gi"}}}`)
+	if err := k8sClient.Patch(context.Background(), ws, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, func() error {
+		if err := get(dep); err != nil {
+			return err
+		}
+		if *dep.Spec.Replicas != 0 {
+			return fmt.Errorf("IDE replicas %d after stop, want 0", *dep.Spec.Replicas)
+		}
+		return nil
+	})
+	u := unstructuredOf(t, ws)
+	eventually(t, timeout, func() error {
+		return hasCondition(u, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, infrav1alpha1.ReasonApplyFailed)
+	})
+	if msg := condition(u, infrav1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "PersistentVolumeClaim stubborn-home") {
+		t.Errorf("Degraded message %q does not name the volume that failed", msg)
+	}
+}
