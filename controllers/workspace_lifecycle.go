@@ -143,8 +143,13 @@ func (WorkspaceLifecycle) Retain(obj *unstructured.Unstructured, children []*uns
 }
 
 // Adopt lets a workspace take over a volume retained from an earlier workspace of its name
-// only when both belong to the same user: one user never mounts another's home.
-func (WorkspaceLifecycle) Adopt(obj *unstructured.Unstructured, retained metav1.Object) bool {
+// only when both belong to the same user: one user never mounts another's home. The refusal
+// does not say whose the volume is.
+func (WorkspaceLifecycle) Adopt(obj *unstructured.Unstructured, retained metav1.Object) error {
 	owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner")
-	return owner != "" && retained.GetLabels()[labelOwner] == owner
+	if owner == "" || retained.GetLabels()[labelOwner] != owner {
+		return &engine.Refusal{Reason: infrav1alpha1.ReasonVolumeOwnedByAnotherUser,
+			Message: "the volume belongs to another user; choose another name"}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -151,8 +153,15 @@ func TestWorkspaceAdoptsOnlyItsOwnersVolume(t *testing.T) {
 	}
 	for _, tc := range cases {
 		pvc := &metav1.ObjectMeta{Name: "alice-go-home", Labels: tc.labels}
-		if got := (WorkspaceLifecycle{}).Adopt(ws, pvc); got != tc.ok {
-			t.Errorf("%s: Adopt = %v, want %v", tc.name, got, tc.ok)
+		err := (WorkspaceLifecycle{}).Adopt(ws, pvc)
+		var refusal *engine.Refusal
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: Adopt = %v, want nil", tc.name, err)
+		case !tc.ok && (!errors.As(err, &refusal) || refusal.Reason != infrav1alpha1.ReasonVolumeOwnedByAnotherUser):
+			t.Errorf("%s: Adopt = %v, want a %s refusal", tc.name, err, infrav1alpha1.ReasonVolumeOwnedByAnotherUser)
+		case !tc.ok && strings.Contains(err.Error(), "bob"):
+			t.Errorf("%s: the refusal %q names the volume's owner", tc.name, err)
 		}
 	}
 }

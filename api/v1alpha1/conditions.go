@@ -29,6 +29,9 @@ const (
 	// where its chart renders a child; nothing is written until it is gone. The message names
 	// the object and who holds it.
 	ReasonOwnershipConflict = "OwnershipConflict"
+	// ReasonVolumeOwnedByAnotherUser: a Workspace's name is that of an earlier workspace whose
+	// volume was retained, and that volume belongs to another user; it is left untouched.
+	ReasonVolumeOwnedByAnotherUser = "VolumeOwnedByAnotherUser"
 	// ReasonChildFailed: a child reports that it failed (kstatus Failed).
 	ReasonChildFailed = "ChildFailed"
 	// ReasonPaused: the CR carries the pause annotation; nothing is reconciled.
@@ -58,7 +61,8 @@ const (
 	// EventChildAdopted: a child kept after an earlier resource of the same name was deleted
 	// was taken over by this one.
 	EventChildAdopted = "ChildAdopted"
-	// EventOwnershipConflict: an object the operator did not create stands in a child's place.
+	// EventOwnershipConflict: an object the operator did not create stands in a child's place
+	// (a kind may report a more precise reason, like ReasonVolumeOwnedByAnotherUser).
 	EventOwnershipConflict = "OwnershipConflict"
 	// EventReconcileFailed: rendering, applying or pruning failed; the message says why.
 	EventReconcileFailed = "ReconcileFailed"

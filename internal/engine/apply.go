@@ -20,6 +20,8 @@ import (
 type ownershipConflictError struct {
 	// Conflicts name each object and who holds it.
 	Conflicts []string
+	// Reason is the condition reason: OwnershipConflict, or an Adopter's Refusal's.
+	Reason string
 }
 
 func (e *ownershipConflictError) Error() string {
@@ -59,33 +61,47 @@ func (r *reconciler) applyAll(ctx context.Context, s *scope, desired []*unstruct
 // plan reads what stands in each child's place and decides whether the resource may write it.
 func (r *reconciler) plan(ctx context.Context, owner *unstructured.Unstructured, desired []*unstructured.Unstructured) ([]step, error) {
 	steps := make([]step, 0, len(desired))
-	var conflicts []string
+	conflict := &ownershipConflictError{Reason: infrav1alpha1.ReasonOwnershipConflict}
 	for _, d := range desired {
 		current, err := r.lookup(ctx, d)
 		if err != nil {
 			return nil, err
 		}
 		st := step{desired: d, current: current}
-		if current != nil {
-			switch c := claimOf(current, owner); {
-			case c == claimOwned:
-			case c == claimRetained && r.adopts(owner, current):
-				st.adopt = true
-			default:
-				conflicts = append(conflicts, fmt.Sprintf("%s already exists and is %s", describe(d), ownerOf(current)))
+		if current == nil {
+			steps = append(steps, st)
+			continue
+		}
+		switch claimOf(current, owner) {
+		case claimOwned:
+		case claimRetained:
+			err := r.adopt(owner, current)
+			var refusal *Refusal
+			if errors.As(err, &refusal) {
+				conflict.Reason = refusal.Reason
 			}
+			if err != nil {
+				conflict.Conflicts = append(conflict.Conflicts, fmt.Sprintf("%s was kept for an earlier %s and cannot be adopted: %v", describe(d), owner.GetKind(), err))
+			}
+			st.adopt = err == nil
+		default:
+			conflict.Conflicts = append(conflict.Conflicts, fmt.Sprintf("%s already exists and is %s", describe(d), ownerOf(current)))
 		}
 		steps = append(steps, st)
 	}
-	if len(conflicts) > 0 {
-		return nil, &ownershipConflictError{Conflicts: conflicts}
+	if len(conflict.Conflicts) > 0 {
+		return nil, conflict
 	}
 	return steps, nil
 }
 
-func (r *reconciler) adopts(owner, retained *unstructured.Unstructured) bool {
+// adopt asks the kind whether owner may take over a retained child; nil means yes.
+func (r *reconciler) adopt(owner, retained *unstructured.Unstructured) error {
 	a, ok := r.lifecycle.(Adopter)
-	return ok && a.Adopt(owner, retained)
+	if !ok {
+		return fmt.Errorf("%s does not adopt retained children", owner.GetKind())
+	}
+	return a.Adopt(owner, retained)
 }
 
 // lookup returns what stands in like's place: from the child cache, or, since that holds only

@@ -62,9 +62,18 @@ type PodObserver interface {
 // asks only about such children; any other existing object in a child's place is an ownership
 // conflict, never adopted.
 type Adopter interface {
-	// Adopt reports whether obj may take over the retained child.
-	Adopt(obj *unstructured.Unstructured, retained metav1.Object) bool
+	// Adopt returns nil when obj may take over the retained child, or why not. A *Refusal
+	// names the reason the conditions report; any other error reports OwnershipConflict.
+	Adopt(obj *unstructured.Unstructured, retained metav1.Object) error
 }
+
+// Refusal is an Adopter's no, with the condition reason that says it.
+type Refusal struct {
+	Reason  string
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Message }
 
 // ChartOnly is the lifecycle of a kind with no Go code: the chart's values are the CR's spec,
 // there are no status fields of its own and every child is deleted with the CR.

@@ -194,7 +194,7 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		s.stale = true
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	case errors.As(err, &conflict):
-		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonOwnershipConflict, err)
+		return ctrl.Result{}, r.fail(s, conflict.Reason, err)
 	case err != nil:
 		// Some children may have been created: record them, so that a delete finds them.
 		s.status.Inventory = mergeInventory(s.status.Inventory, inventoryOf(desired))
@@ -219,9 +219,11 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 func (r *reconciler) fail(s *scope, reason string, err error) error {
 	s.outcome.failure(reason, err)
 	if !s.status.degradedBy(reason, err.Error()) {
+		// An ownership conflict's event says its reason; every other failure is ReconcileFailed.
 		eventReason := infrav1alpha1.EventReconcileFailed
-		if reason == infrav1alpha1.ReasonOwnershipConflict {
-			eventReason = infrav1alpha1.EventOwnershipConflict
+		var conflict *ownershipConflictError
+		if errors.As(err, &conflict) {
+			eventReason = conflict.Reason
 		}
 		r.event(s.obj, true, eventReason, "%v", err)
 	}

@@ -164,6 +164,7 @@ const (
 // The API creates and deletes workspaces for its users, and reads its token Secret.
 // +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list
 
 // Server is the gRPC server, run by the manager (it serves on every replica).
 type Server struct {

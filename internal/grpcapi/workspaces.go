@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 // OwnerLabel carries a workspace's owner, so that a user's workspaces are found by label.
@@ -229,6 +231,24 @@ func (w *workspaces) checkQuota(ctx context.Context, user string, adding, starti
 // that ends before it learns whether its create happened can remove its own, and only its own.
 const createRequestAnnotation = "infra.cloudspace.dev/create-request"
 
+// checkRetainedVolume refuses a name whose volume was kept from another user's workspace: the
+// workspace could never start (it would not adopt the volume), and the answer does not say
+// whose it is. The API server is asked, so as not to cache every volume of the cluster.
+func (w *workspaces) checkRetainedVolume(ctx context.Context, user string, key types.NamespacedName) error {
+	var pvcs corev1.PersistentVolumeClaimList
+	err := w.fresh.List(ctx, &pvcs, client.InNamespace(key.Namespace),
+		client.MatchingLabels{engine.LabelName: "workspace", engine.LabelInstance: key.Name})
+	if err != nil {
+		return toStatus(err, "checking the name "+key.Name)
+	}
+	for _, pvc := range pvcs.Items {
+		if pvc.Annotations[engine.AnnotationRetainedFor] != "" && pvc.Labels[OwnerLabel] != user {
+			return status.Errorf(codes.AlreadyExists, "the name %s is taken; choose another", key.Name)
+		}
+	}
+	return nil
+}
+
 // stopped reports whether a workspace counts as stopped for the quota: asked to stop, and its
 // IDE pod gone (phase Stopped), not merely on its way out.
 func stopped(ws *infrav1alpha1.Workspace) bool {
@@ -249,6 +269,9 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	// A taken name is the more useful answer than a full quota.
 	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
 		return nil, status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
+	}
+	if err := w.checkRetainedVolume(ctx, user, key); err != nil {
+		return nil, err
 	}
 	// The CRD's rules first, through a dry run: a bad field is the answer even at a full quota.
 	if err := w.c.Create(ctx, ws.DeepCopy(), client.DryRunAll); err != nil {

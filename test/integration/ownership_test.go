@@ -59,9 +59,16 @@ func (s squatter) assertUntouched(t *testing.T) {
 // True with reason OwnershipConflict and a message naming every object, and a Warning event.
 func assertOwnershipConflict(t *testing.T, cr client.Object, names ...string) {
 	t.Helper()
+	assertRefused(t, cr, infrav1alpha1.ReasonOwnershipConflict, names...)
+}
+
+// assertRefused waits for Ready False and Degraded True with reason and a message naming
+// every one of names, and a Warning event of that reason.
+func assertRefused(t *testing.T, cr client.Object, reason string, names ...string) {
+	t.Helper()
 	u := unstructuredOf(t, cr)
 	eventually(t, timeout, func() error {
-		return hasCondition(u, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, infrav1alpha1.ReasonOwnershipConflict)
+		return hasCondition(u, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, reason)
 	})
 	msg := condition(u, infrav1alpha1.ConditionDegraded).Message
 	for _, n := range names {
@@ -69,10 +76,10 @@ func assertOwnershipConflict(t *testing.T, cr client.Object, names ...string) {
 			t.Errorf("Degraded message %q does not name %s", msg, n)
 		}
 	}
-	if c := condition(u, infrav1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != infrav1alpha1.ReasonOwnershipConflict {
-		t.Errorf("Ready = %+v, want False/%s", c, infrav1alpha1.ReasonOwnershipConflict)
+	if c := condition(u, infrav1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != reason {
+		t.Errorf("Ready = %+v, want False/%s", c, reason)
 	}
-	eventually(t, timeout, func() error { return warningEvent(cr, infrav1alpha1.EventOwnershipConflict, names[0]) })
+	eventually(t, timeout, func() error { return warningEvent(cr, reason, names[0]) })
 }
 
 func warningEvent(obj client.Object, reason, mentions string) error {
@@ -196,7 +203,8 @@ func otherVolume(ns, name string, labels map[string]string) *corev1.PersistentVo
 }
 
 // TestRetainedVolumeIsNotAdoptedByAnotherUser: bob's volume, kept after his workspace was
-// deleted, is not taken by alice's new workspace of the same name.
+// deleted, is not taken by alice's new workspace of the same name: it is Degraded with reason
+// VolumeOwnedByAnotherUser, which does not say whose the volume is.
 func TestRetainedVolumeIsNotAdoptedByAnotherUser(t *testing.T) {
 	ns := newNamespace(t)
 	retain := infrav1alpha1.WorkspaceStorage{ReclaimPolicy: infrav1alpha1.ReclaimRetain}
@@ -211,6 +219,13 @@ func TestRetainedVolumeIsNotAdoptedByAnotherUser(t *testing.T) {
 	kept.before, _ = json.Marshal(pvc)
 
 	alices := newWorkspace(t, ns, "proj", infrav1alpha1.WorkspaceSpec{Owner: "alice", Storage: retain})
-	assertOwnershipConflict(t, alices, "PersistentVolumeClaim proj-home", "retained for workspace.infra.cloudspace.dev proj")
+	assertRefused(t, alices, infrav1alpha1.ReasonVolumeOwnedByAnotherUser, "PersistentVolumeClaim proj-home", "belongs to another user")
+	u := unstructuredOf(t, alices)
+	if err := get(u); err != nil {
+		t.Fatal(err)
+	}
+	if msg := condition(u, infrav1alpha1.ConditionDegraded).Message; strings.Contains(msg, "bob") {
+		t.Errorf("the refusal %q tells alice whose volume it is", msg)
+	}
 	kept.assertUntouched(t)
 }
