@@ -53,7 +53,7 @@ type options struct {
 type grpcOptions struct {
 	addr, certFile, keyFile, tokenSecret, namespaces string
 	maxWait, tokenMaxStale                           time.Duration
-	maxWorkspaces, maxRunning, maxWatches            int
+	maxWorkspaces, maxRunning, maxWatches, maxKept   int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -92,6 +92,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.grpc.maxWorkspaces, "quota-max-workspaces", 5, "Workspaces each API user may have.")
 	fs.IntVar(&o.grpc.maxRunning, "quota-max-running", 2, "Running workspaces each API user may have.")
 	fs.IntVar(&o.grpc.maxWatches, "quota-max-watches", 4, "Watch streams each API user may have open at once.")
+	fs.IntVar(&o.grpc.maxKept, "quota-max-retained-volumes", 3,
+		"Volumes each API user may keep after delete (released ones and those of workspaces with reclaimPolicy Retain).")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -172,7 +174,8 @@ func setupGRPC(mgr ctrl.Manager, g grpcOptions) error {
 	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(g.certFile, g.keyFile),
 		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
 		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning),
-		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale), grpcapi.WithMaxWatches(g.maxWatches))
+		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale), grpcapi.WithMaxWatches(g.maxWatches),
+		grpcapi.WithMaxRetainedVolumes(g.maxKept))
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}

@@ -136,11 +136,14 @@ type WorkspaceSpec struct {
 	// +optional
 	Git *WorkspaceGit `json:"git,omitempty"`
 
-	// Env sets environment variables in the IDE.
+	// Env sets environment variables in the IDE: values, ConfigMap keys and field references.
+	// Secrets cannot be referenced (secretKeyRef): whoever may create a Workspace could
+	// otherwise read any Secret of the namespace from inside the IDE. The gRPC API sets no env.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))",message="secretKeyRef is not allowed: a workspace may not read the namespace's Secrets"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// Ingress, when set, serves the IDE at a host name (if the cluster has the Ingress API).

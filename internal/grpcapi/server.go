@@ -46,6 +46,7 @@ type config struct {
 	maxWorkspaces int
 	maxRunning    int
 	maxWatches    int
+	maxRetained   int
 	stopTimeout   time.Duration
 }
 
@@ -60,6 +61,7 @@ func defaultConfig() *config {
 		maxWorkspaces: 5,
 		maxRunning:    2,
 		maxWatches:    4,
+		maxRetained:   3,
 		stopTimeout:   10 * time.Second,
 	}
 }
@@ -138,6 +140,18 @@ func WithQuota(maxWorkspaces, maxRunning int) Option {
 			return fmt.Errorf("quotas must be at least 1 (got %d workspaces, %d running)", maxWorkspaces, maxRunning)
 		}
 		c.maxWorkspaces, c.maxRunning = maxWorkspaces, maxRunning
+		return nil
+	}
+}
+
+// WithMaxRetainedVolumes caps the volumes each user keeps or will keep after delete: those
+// already released and those of workspaces with reclaimPolicy Retain (default 3).
+func WithMaxRetainedVolumes(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("max retained volumes %d must not be negative", n)
+		}
+		c.maxRetained = n
 		return nil
 	}
 }

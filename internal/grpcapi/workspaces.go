@@ -203,26 +203,61 @@ func (w *workspaces) watchSlot(user string) (release func(), err error) {
 	}, nil
 }
 
-// checkQuota refuses when the user is at a limit: adding counts a new workspace, starting a
-// workspace that is not running yet.
-func (w *workspaces) checkQuota(ctx context.Context, user string, adding, starting bool) error {
-	mine, err := w.userWorkspaces(ctx, w.fresh, user, "")
+// ask is what a call would add to a user's counts.
+type ask struct {
+	workspace bool // a new workspace
+	running   bool // a workspace that is not running yet starts
+	retained  bool // a workspace that keeps its volume after delete
+}
+
+// checkQuota refuses when the user is at a limit for something the call asks for.
+func (w *workspaces) checkQuota(ctx context.Context, user string, a ask) error {
+	all, err := w.userWorkspaces(ctx, w.fresh, user, "")
 	if err != nil {
 		return err
 	}
-	// Workspaces being deleted are on their way out and no longer count.
-	mine = slices.DeleteFunc(mine, func(ws infrav1alpha1.Workspace) bool { return ws.DeletionTimestamp != nil })
+	// Workspaces being deleted are on their way out and no longer count as workspaces.
+	mine := slices.DeleteFunc(slices.Clone(all), func(ws infrav1alpha1.Workspace) bool { return ws.DeletionTimestamp != nil })
 	running := 0
 	for _, ws := range mine {
 		if !stopped(&ws) {
 			running++
 		}
 	}
-	if adding && len(mine) >= w.cfg.maxWorkspaces {
+	switch {
+	case a.workspace && len(mine) >= w.cfg.maxWorkspaces:
 		return status.Errorf(codes.ResourceExhausted, "user %s has %d workspaces, the most allowed", user, len(mine))
-	}
-	if starting && running >= w.cfg.maxRunning {
+	case a.running && running >= w.cfg.maxRunning:
 		return status.Errorf(codes.ResourceExhausted, "user %s has %d running workspaces, the most allowed", user, running)
+	case a.retained:
+		return w.checkRetainedQuota(ctx, user, all)
+	}
+	return nil
+}
+
+// checkRetainedQuota counts the volumes the user keeps or will keep: those already released,
+// and those of their workspaces with reclaimPolicy Retain (deleted or not), once each by name.
+func (w *workspaces) checkRetainedQuota(ctx context.Context, user string, all []infrav1alpha1.Workspace) error {
+	kept := map[types.NamespacedName]bool{}
+	for _, ws := range all {
+		if ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain {
+			kept[types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}] = true
+		}
+	}
+	for _, ns := range w.cfg.namespaces {
+		var pvcs corev1.PersistentVolumeClaimList
+		err := w.fresh.List(ctx, &pvcs, client.InNamespace(ns), client.MatchingLabels{engine.LabelName: "workspace", OwnerLabel: user})
+		if err != nil {
+			return toStatus(err, "counting retained volumes")
+		}
+		for _, pvc := range pvcs.Items {
+			if pvc.Annotations[engine.AnnotationRetainedFor] != "" {
+				kept[types.NamespacedName{Namespace: ns, Name: pvc.Labels[engine.LabelInstance]}] = true
+			}
+		}
+	}
+	if len(kept) >= w.cfg.maxRetained {
+		return status.Errorf(codes.ResourceExhausted, "user %s keeps %d volumes, the most allowed; delete one they no longer need", user, len(kept))
 	}
 	return nil
 }
@@ -278,7 +313,7 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 		return nil, createError(err, ws.Name, sp.fields)
 	}
 	w.quotaMu.Lock()
-	err := w.checkQuota(ctx, user, true, true)
+	err := w.checkQuota(ctx, user, ask{workspace: true, running: true, retained: sp.retain})
 	if err == nil {
 		err = w.c.Create(ctx, ws)
 	}
@@ -385,7 +420,7 @@ func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, runn
 	if running {
 		w.quotaMu.Lock()
 		defer w.quotaMu.Unlock()
-		if err := w.checkQuota(ctx, user, false, true); err != nil {
+		if err := w.checkQuota(ctx, user, ask{running: true}); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 func testScheme(t *testing.T) *runtime.Scheme {
@@ -151,9 +153,34 @@ func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
 		cfg := defaultConfig()
 		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
 		w := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg}
-		err := w.checkQuota(context.Background(), "gina", false, true)
+		err := w.checkQuota(context.Background(), "gina", ask{running: true})
 		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
 			t.Errorf("one running and one stopped in phase %s: quota full = %v (%v), want %v", tc.phase, full, err, tc.full)
 		}
+	}
+}
+
+// TestRetainedVolumesCountAgainstAQuota: a user with a released volume and a workspace that
+// will keep its own is at a limit of 2 for a third; creating without Retain is unaffected.
+func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
+	released := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "old-home",
+		Labels:      map[string]string{engine.LabelName: "workspace", engine.LabelInstance: "old", OwnerLabel: "hana"},
+		Annotations: map[string]string{engine.AnnotationRetainedFor: "workspace.infra.cloudspace.dev/old/uid-0"}}}
+	keeping := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "keep"},
+		Spec: infrav1alpha1.WorkspaceSpec{Owner: "hana", Storage: infrav1alpha1.WorkspaceStorage{ReclaimPolicy: infrav1alpha1.ReclaimRetain}}}
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).
+		WithObjects(released, keeping).Build()
+	cfg := defaultConfig()
+	cfg.namespaces, cfg.maxRetained = []string{"ides"}, 2
+	w := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg}
+	err := w.checkQuota(context.Background(), "hana", ask{workspace: true, running: true, retained: true})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a third kept volume: %v, want ResourceExhausted", err)
+	}
+	if err := w.checkQuota(context.Background(), "hana", ask{workspace: true, running: true}); err != nil {
+		t.Errorf("a workspace that keeps nothing: %v, want allowed", err)
+	}
+	if err := w.checkQuota(context.Background(), "ivan", ask{workspace: true, running: true, retained: true}); err != nil {
+		t.Errorf("another user: %v, want allowed", err)
 	}
 }

@@ -227,6 +227,8 @@ func TestWorkspaceDefaultsAndValidation(t *testing.T) {
 		{infrav1alpha1.WorkspaceSpec{Owner: "eve", Port: 80}, "spec.port"},
 		{infrav1alpha1.WorkspaceSpec{Owner: "eve", Git: &infrav1alpha1.WorkspaceGit{URL: "file:///etc"}}, "spec.git.url"},
 		{infrav1alpha1.WorkspaceSpec{Owner: "eve", Storage: infrav1alpha1.WorkspaceStorage{ReclaimPolicy: "Recycle"}}, "spec.storage.reclaimPolicy"},
+		{infrav1alpha1.WorkspaceSpec{Owner: "eve", Env: []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}}}, "spec.env"},
 	}
 	for i, b := range bad {
 		err := k8sClient.Create(context.Background(), &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bad-%d", i)}, Spec: b.spec})
