@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -46,6 +47,7 @@ type options struct {
 	watchNamespaces      []string
 	gracefulShutdownTime time.Duration
 	grpc                 grpcOptions
+	limits               controllers.WorkspaceLimits
 	zap                  zap.Options
 }
 
@@ -88,6 +90,10 @@ func parseFlags(args []string) (*options, error) {
 		"Comma list of namespaces the API creates workspaces in; the first is the default.")
 	fs.DurationVar(&o.grpc.tokenMaxStale, "grpc-token-max-staleness", 5*time.Minute,
 		"How long the last tokens read are served while the token Secret cannot be read; then calls are Unavailable.")
+	o.limits = controllers.DefaultWorkspaceLimits()
+	quantityFlag(fs, &o.limits.CPU, "workspace-max-cpu", "The most CPU one workspace may have, through any door.")
+	quantityFlag(fs, &o.limits.Memory, "workspace-max-memory", "The most memory one workspace may have, through any door.")
+	quantityFlag(fs, &o.limits.Storage, "workspace-max-storage", "The largest volume one workspace may have, through any door.")
 	fs.DurationVar(&o.grpc.maxWait, "grpc-max-wait", 5*time.Minute, "Longest a create-and-wait call waits, whatever its deadline.")
 	fs.IntVar(&o.grpc.maxWorkspaces, "quota-max-workspaces", 5, "Workspaces each API user may have.")
 	fs.IntVar(&o.grpc.maxRunning, "quota-max-running", 2, "Running workspaces each API user may have.")
@@ -100,6 +106,18 @@ func parseFlags(args []string) (*options, error) {
 	}
 	o.watchNamespaces = splitNamespaces(os.Getenv("WATCH_NAMESPACE"))
 	return o, nil
+}
+
+// quantityFlag binds a positive quantity flag to q, whose value is the default.
+func quantityFlag(fs *flag.FlagSet, q *resource.Quantity, name, usage string) {
+	fs.Func(name, fmt.Sprintf("%s (default %s)", usage, q.String()), func(v string) error {
+		p, err := resource.ParseQuantity(v)
+		if err != nil || p.Sign() <= 0 {
+			return fmt.Errorf("%q is not a positive quantity", v)
+		}
+		*q = p
+		return nil
+	})
 }
 
 // splitNamespaces parses WATCH_NAMESPACE: a comma list; empty means every namespace.
@@ -163,7 +181,7 @@ func managerOptions(o *options) ctrl.Options {
 }
 
 // setupGRPC adds the workspace API to the manager when an address is set.
-func setupGRPC(mgr ctrl.Manager, g grpcOptions) error {
+func setupGRPC(mgr ctrl.Manager, g grpcOptions, limits controllers.WorkspaceLimits) error {
 	if g.addr == "0" || g.addr == "" {
 		return nil
 	}
@@ -175,7 +193,7 @@ func setupGRPC(mgr ctrl.Manager, g grpcOptions) error {
 		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
 		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning),
 		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale), grpcapi.WithMaxWatches(g.maxWatches),
-		grpcapi.WithMaxRetainedVolumes(g.maxKept))
+		grpcapi.WithMaxRetainedVolumes(g.maxKept), grpcapi.WithWorkspaceLimits(limits))
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}
@@ -208,10 +226,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, ws, engine.WithNamespaces(o.watchNamespaces)); err != nil {
+	if err := controllers.Setup(mgr, ws, o.limits, engine.WithNamespaces(o.watchNamespaces)); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
-	if err := setupGRPC(mgr, o.grpc); err != nil {
+	if err := setupGRPC(mgr, o.grpc, o.limits); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -11,16 +11,16 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
-// Lifecycles are the Go lifecycles of the kinds this operator ships; a watches.yaml kind not
-// listed here is a pure chart kind.
-func Lifecycles() []engine.Option {
+// Lifecycles are the Go lifecycles of the kinds this operator ships, with the workspace limits
+// the operator enforces; a watches.yaml kind not listed here is a pure chart kind.
+func Lifecycles(limits WorkspaceLimits) []engine.Option {
 	return []engine.Option{
 		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), GenericDaemonLifecycle{}),
-		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{}),
+		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{Limits: limits}),
 	}
 }
 
 // Setup serves every watches.yaml entry with the engine, with the shipped kinds' lifecycles.
-func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...engine.Option) error {
-	return engine.Setup(mgr, ws, append(Lifecycles(), opts...)...)
+func Setup(mgr ctrl.Manager, ws []watches.Watch, limits WorkspaceLimits, opts ...engine.Option) error {
+	return engine.Setup(mgr, ws, append(Lifecycles(limits), opts...)...)
 }

@@ -36,6 +36,8 @@ const (
 type WorkspaceLifecycle struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Limits are the most a workspace may ask for; DefaultWorkspaceLimits where zero.
+	Limits WorkspaceLimits
 }
 
 var (
@@ -66,10 +68,14 @@ func decodeWorkspace(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, 
 	return ws, nil
 }
 
-// Values maps the spec onto helm-charts/workspace's values.
-func (WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
+// Values maps the spec onto helm-charts/workspace's values; a spec over the limits never
+// renders, whoever made it.
+func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
 	ws, err := decodeWorkspace(obj)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.Limits.Check(&ws.Spec); err != nil {
 		return nil, err
 	}
 	s := ws.Spec

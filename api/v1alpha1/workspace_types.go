@@ -43,11 +43,13 @@ type WorkspaceResources struct {
 	// CPU is the IDE's CPU limit.
 	// +kubebuilder:default="1"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64')) <= 0",message="must be at most 64 (the operator may set a lower limit)"
 	// +optional
 	CPU *resource.Quantity `json:"cpu,omitempty"`
 	// Memory is the IDE's memory limit and request.
 	// +kubebuilder:default="2Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="must be at most 1Ti (the operator may set a lower limit)"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
@@ -57,6 +59,7 @@ type WorkspaceStorage struct {
 	// Size of the volume.
 	// +kubebuilder:default="10Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="must be at most 64Ti (the operator may set a lower limit)"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 	// StorageClassName of the claim; the cluster's default class when empty.

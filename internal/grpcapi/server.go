@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
@@ -47,6 +48,7 @@ type config struct {
 	maxRunning    int
 	maxWatches    int
 	maxRetained   int
+	limits        controllers.WorkspaceLimits
 	stopTimeout   time.Duration
 }
 
@@ -154,6 +156,12 @@ func WithMaxRetainedVolumes(n int) Option {
 		c.maxRetained = n
 		return nil
 	}
+}
+
+// WithWorkspaceLimits sets the most one workspace may ask for (default
+// controllers.DefaultWorkspaceLimits); the operator's Workspace lifecycle enforces the same.
+func WithWorkspaceLimits(l controllers.WorkspaceLimits) Option {
+	return func(c *config) error { c.limits = l; return nil }
 }
 
 // WithMaxWatches caps the Watch streams each user may have open at once (default 4).

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -308,7 +309,11 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	if err := w.checkRetainedVolume(ctx, user, key); err != nil {
 		return nil, err
 	}
-	// The CRD's rules first, through a dry run: a bad field is the answer even at a full quota.
+	// The operator's limits and the CRD's rules first (the latter through a dry run): a bad
+	// field is the answer even at a full quota.
+	if ferr := w.cfg.limits.Check(&ws.Spec); ferr != nil {
+		return nil, createError(apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("Workspace").GroupKind(), ws.Name, field.ErrorList{ferr}), ws.Name, sp.fields)
+	}
 	if err := w.c.Create(ctx, ws.DeepCopy(), client.DryRunAll); err != nil {
 		return nil, createError(err, ws.Name, sp.fields)
 	}

@@ -60,3 +60,17 @@ func setCaseField(ws *workspacev1.Workspace, tc framework.WorkspaceCase) error {
 	}
 	return nil
 }
+
+// TestAPIEnforcesTheOperatorsLimits: within the CRD's ceilings but over the operator's limits
+// (its defaults here) is InvalidArgument naming the API's field.
+func TestAPIEnforcesTheOperatorsLimits(t *testing.T) {
+	api := workspacev1.NewWorkspaceServiceClient(apiConn(t))
+	for _, ws := range []*workspacev1.Workspace{{Name: "greedy-cpu", Cpu: "16"}, {Name: "greedy-disk", Storage: "1Ti"}} {
+		_, err := api.Create(as(t, "bob", 30*time.Second), &workspacev1.CreateWorkspaceRequest{Workspace: ws})
+		field := "workspace.cpu:"
+		if ws.Storage != "" {
+			field = "workspace.storage:"
+		}
+		wantCode(t, err, codes.InvalidArgument, field)
+	}
+}

@@ -12,17 +12,20 @@ type WorkspaceCase struct {
 	Valid bool
 }
 
-// WorkspaceCases are the cases: quantities must be positive, images free of white space and
-// control characters, git URLs https, ssh or git@, ports 1024–65535.
+// WorkspaceCases are the cases: quantities must be positive and under the CRD's ceilings,
+// images free of white space and control characters, git URLs https, ssh or git@, ports
+// 1024–65535.
 var WorkspaceCases = []WorkspaceCase{
 	{"cpu", "spec.resources.cpu", "500m", true},
 	{"cpu", "spec.resources.cpu", "0", false},
 	{"cpu", "spec.resources.cpu", "-1", false},
+	{"cpu", "spec.resources.cpu", "100", false},
 	{"memory", "spec.resources.memory", "2Gi", true},
 	{"memory", "spec.resources.memory", "-2Gi", false},
 	{"storage", "spec.storage.size", "1Gi", true},
 	{"storage", "spec.storage.size", "0", false},
 	{"storage", "spec.storage.size", "-5Gi", false},
+	{"storage", "spec.storage.size", "100Ti", false},
 	{"image", "spec.image", "codercom/code-server:4.96.4", true},
 	{"image", "spec.image", "code server", false},
 	{"image", "spec.image", "code\tserver", false},

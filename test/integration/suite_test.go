@@ -110,7 +110,7 @@ func startManager(namespaces ...string) (*runningManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, ws, engine.WithNamespaces(namespaces)); err != nil {
+	if err := controllers.Setup(mgr, ws, controllers.DefaultWorkspaceLimits(), engine.WithNamespaces(namespaces)); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -268,5 +269,29 @@ func TestStopStopsEvenWhenAnotherChildFails(t *testing.T) {
 	})
 	if msg := condition(u, infrav1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "PersistentVolumeClaim stubborn-home") {
 		t.Errorf("Degraded message %q does not name the volume that failed", msg)
+	}
+}
+
+// TestWorkspaceOverTheLimitsNeverRenders: a workspace within the CRD's ceilings but over the
+// operator's limits (here the defaults: 8 CPUs) is ValuesInvalid naming the field, and
+// nothing is written for it.
+func TestWorkspaceOverTheLimitsNeverRenders(t *testing.T) {
+	ns := newNamespace(t)
+	cpu := resource.MustParse("16")
+	ws := newWorkspace(t, ns, "greedy", infrav1alpha1.WorkspaceSpec{Owner: "ivy", Resources: infrav1alpha1.WorkspaceResources{CPU: &cpu}})
+	u := unstructuredOf(t, ws)
+	eventually(t, timeout, func() error {
+		return hasCondition(u, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, infrav1alpha1.ReasonValuesInvalid)
+	})
+	if msg := condition(u, infrav1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "spec.resources.cpu") {
+		t.Errorf("Degraded message %q does not name spec.resources.cpu", msg)
+	}
+	for _, child := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "greedy"}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "greedy-home"}},
+	} {
+		if err := get(child); err == nil {
+			t.Errorf("%T %s was written for a workspace over the limits", child, child.GetName())
+		}
 	}
 }
