@@ -221,7 +221,8 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 		cfg: cfg,
 		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, maxStale: cfg.tokenMaxStale,
 			now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")},
-		w: &workspaces{c: mgr.GetClient(), fresh: mgr.GetAPIReader(), notifier: n, cfg: cfg},
+		w: &workspaces{c: mgr.GetClient(), fresh: mgr.GetAPIReader(), notifier: n, cfg: cfg,
+			quota: newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), cfg.tokens.Namespace)},
 	}, nil
 }
 

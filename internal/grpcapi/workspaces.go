@@ -60,9 +60,9 @@ type workspaces struct {
 	notifier *notifier
 	cfg      *config
 
-	// quotaMu makes a quota check and the create or start it allows one step, so that two
-	// concurrent calls cannot both take the last place.
-	quotaMu sync.Mutex
+	// quota makes a user's quota check and the create or start it allows one step, on every
+	// replica of the API, so that two concurrent calls cannot both take the last place.
+	quota *quotaLock
 
 	watchMu  sync.Mutex
 	watching map[string]int // open Watch streams per user
@@ -204,6 +204,20 @@ func (w *workspaces) watchSlot(user string) (release func(), err error) {
 	}, nil
 }
 
+// withQuota runs write if the user's quota allows what it asks, holding the user's quota lock
+// across every replica from the count to the write.
+func (w *workspaces) withQuota(ctx context.Context, user string, a ask, write func() error) error {
+	unlock, err := w.quota.lock(ctx, user)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "%v", err)
+	}
+	defer unlock()
+	if err := w.checkQuota(ctx, user, a); err != nil {
+		return err
+	}
+	return write()
+}
+
 // ask is what a call would add to a user's counts.
 type ask struct {
 	workspace bool // a new workspace
@@ -317,12 +331,7 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	if err := w.c.Create(ctx, ws.DeepCopy(), client.DryRunAll); err != nil {
 		return nil, createError(err, ws.Name, sp.fields)
 	}
-	w.quotaMu.Lock()
-	err := w.checkQuota(ctx, user, ask{workspace: true, running: true, retained: sp.retain})
-	if err == nil {
-		err = w.c.Create(ctx, ws)
-	}
-	w.quotaMu.Unlock()
+	err := w.withQuota(ctx, user, ask{workspace: true, running: true, retained: sp.retain}, func() error { return w.c.Create(ctx, ws) })
 	if err != nil {
 		if ctx.Err() != nil {
 			// The call ended during the create, which may have happened without anyone to
@@ -422,18 +431,19 @@ func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, runn
 	if ws.Spec.Running != nil && *ws.Spec.Running == running {
 		return ws, nil
 	}
-	if running {
-		w.quotaMu.Lock()
-		defer w.quotaMu.Unlock()
-		if err := w.checkQuota(ctx, user, ask{running: true}); err != nil {
-			return nil, err
-		}
-	}
 	// Conditional on the version checked: a stale read never patches a workspace that was
 	// deleted and recreated, by another user, under the same name.
 	base := ws.DeepCopy()
 	ws.Spec.Running = ptr.To(running)
-	if err := w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	patch := func() error {
+		return w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
+	if running {
+		err = w.withQuota(ctx, user, ask{running: true}, patch)
+	} else {
+		err = patch()
+	}
+	if err != nil {
 		return nil, toStatus(err, "updating workspace "+name)
 	}
 	return ws, nil

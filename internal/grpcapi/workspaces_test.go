@@ -68,7 +68,7 @@ func interruptedCreates(t *testing.T, cancel context.CancelFunc, raced client.Ob
 	})
 	cfg := defaultConfig()
 	cfg.namespaces = []string{"ides"}
-	return &workspaces{c: cache, fresh: server, notifier: newNotifier(), cfg: cfg}, server
+	return &workspaces{c: cache, fresh: server, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}, server
 }
 
 // TestInterruptedCreateLeavesAnotherUsersWorkspace: bob takes a name while alice's create of
@@ -125,7 +125,8 @@ func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
 		}
 		cfg := defaultConfig()
 		cfg.namespaces = []string{"ides"}
-		w := &workspaces{c: interceptor.NewClient(server, interceptor.Funcs{Get: stale}), fresh: server, notifier: newNotifier(), cfg: cfg}
+		w := &workspaces{c: interceptor.NewClient(server, interceptor.Funcs{Get: stale}), fresh: server, notifier: newNotifier(), cfg: cfg,
+			quota: newQuotaLock(server, server, "ops")}
 		ctx := context.Background()
 		if _, err := w.setRunning(ctx, "alice", "ides", "proj", !bobRunning, refFields); err == nil {
 			t.Errorf("alice set running=%v on a stale read of bob's workspace", !bobRunning)

@@ -39,33 +39,40 @@ var (
 func apiConn(t *testing.T) *grpc.ClientConn {
 	t.Helper()
 	connOnce.Do(func() {
-		pemCA, err := os.ReadFile(grpcTLS.CA)
-		if err != nil {
-			connErr = err
-			return
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pemCA)
-		creds := credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
-		if conn, connErr = grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(creds)); connErr != nil {
-			return
-		}
-		health := healthpb.NewHealthClient(conn)
-		waitFor(t, 30*time.Second, "the gRPC health service says SERVING", func(ctx context.Context) error {
-			resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
-			if err != nil {
-				return err
-			}
-			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-				return fmt.Errorf("status %s", resp.GetStatus())
-			}
-			return nil
-		})
+		conn, connErr = dialAPI(t, grpcAddr)
 	})
 	if connErr != nil {
 		t.Fatal(connErr)
 	}
 	return conn
+}
+
+// dialAPI connects to an API server at addr with the suite's CA, once it serves.
+func dialAPI(t *testing.T, addr string) (*grpc.ClientConn, error) {
+	t.Helper()
+	pemCA, err := os.ReadFile(grpcTLS.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemCA)
+	creds := credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, err
+	}
+	health := healthpb.NewHealthClient(c)
+	waitFor(t, 30*time.Second, "the gRPC health service at "+addr+" says SERVING", func(ctx context.Context) error {
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return err
+		}
+		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			return fmt.Errorf("status %s", resp.GetStatus())
+		}
+		return nil
+	})
+	return c, nil
 }
 
 // as returns a context that calls as the user, with a deadline.

@@ -27,10 +27,13 @@ var (
 	grpcTLS  framework.TLSFiles
 	// restartOperator stops the operator and starts it again with the same flags.
 	restartOperator func(ctx context.Context) error
+	// operatorBinary and operatorArgs are how the operator was started, for a second replica.
+	operatorBinary string
+	operatorArgs   []string
 )
 
 // The API's users and their tokens, as stored in the token Secret.
-var tokens = map[string]string{"alice": "tok-alice-4f1c", "bob": "tok-bob-9a2e", "carol": "tok-carol-77d0"}
+var tokens = map[string]string{"alice": "tok-alice-4f1c", "bob": "tok-bob-9a2e", "carol": "tok-carol-77d0", "dave": "tok-dave-5b1e"}
 
 const (
 	workspaceNS  = "cloudspace-workspaces"
@@ -99,6 +102,7 @@ func setUp(ctx context.Context, binary, work string) error {
 	if err != nil {
 		return err
 	}
+	operatorBinary, operatorArgs = binary, args
 	runs := 0
 	start := func(ctx context.Context) error {
 		runs++
