@@ -94,6 +94,11 @@ bench: build ## Benchmark on a private embedded cluster (BENCH_N GenericDaemons;
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
 	go run ./test/bench -n $(BENCH_N) -json $(BIN)/bench.json $(BENCH_ARGS)
 
+.PHONY: abuse
+abuse: build ## Attack the workspace API on a private embedded cluster (bounded; prints what was refused, RSS, API requests).
+	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
+	go run ./test/abuse $(ABUSE_ARGS)
+
 ##@ Build
 
 .PHONY: build
