@@ -53,6 +53,11 @@ func runSuite(m *testing.M) int {
 	var err error
 	if cfg, err = env.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		// Start may fail after starting etcd and kube-apiserver (a CRD that does not install):
+		// stop what it started rather than leave it running.
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+		}
 		return 1
 	}
 	defer func() {
