@@ -68,24 +68,15 @@ func (r *reconciler) plan(ctx context.Context, owner *unstructured.Unstructured,
 			return nil, err
 		}
 		st := step{desired: d, current: current}
-		if current == nil {
-			steps = append(steps, st)
-			continue
-		}
-		switch claimOf(current, owner) {
-		case claimOwned:
-		case claimRetained:
-			err := r.adopt(owner, current)
-			var refusal *Refusal
-			if errors.As(err, &refusal) {
-				conflict.Reason = refusal.Reason
+		if current != nil {
+			var why, reason string
+			st.adopt, why, reason = r.judge(owner, d, current)
+			if why != "" {
+				conflict.Conflicts = append(conflict.Conflicts, why)
 			}
-			if err != nil {
-				conflict.Conflicts = append(conflict.Conflicts, fmt.Sprintf("%s was kept for an earlier %s and cannot be adopted: %v", describe(d), owner.GetKind(), err))
+			if reason != "" {
+				conflict.Reason = reason
 			}
-			st.adopt = err == nil
-		default:
-			conflict.Conflicts = append(conflict.Conflicts, fmt.Sprintf("%s already exists and is %s", describe(d), ownerOf(current)))
 		}
 		steps = append(steps, st)
 	}
@@ -93,6 +84,28 @@ func (r *reconciler) plan(ctx context.Context, owner *unstructured.Unstructured,
 		return nil, conflict
 	}
 	return steps, nil
+}
+
+// judge decides whether owner may write over current, which stands in d's place: yes when it is
+// owner's own, or retained for an earlier resource and adopted; otherwise it says why not, and
+// the kind's own reason if its lifecycle gave one.
+func (r *reconciler) judge(owner, d, current *unstructured.Unstructured) (adopt bool, why, reason string) {
+	switch claimOf(current, owner) {
+	case claimOwned:
+		return false, "", ""
+	case claimRetained:
+		err := r.adopt(owner, current)
+		if err == nil {
+			return true, "", ""
+		}
+		var refusal *Refusal
+		if errors.As(err, &refusal) {
+			reason = refusal.Reason
+		}
+		return false, fmt.Sprintf("%s was kept for an earlier %s and cannot be adopted: %v", describe(d), owner.GetKind(), err), reason
+	default:
+		return false, fmt.Sprintf("%s already exists and is %s", describe(d), ownerOf(current)), ""
+	}
 }
 
 // adopt asks the kind whether owner may take over a retained child; nil means yes.

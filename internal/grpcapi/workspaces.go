@@ -316,20 +316,8 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	// Subscribe before creating, so that the Running event cannot be missed.
 	poke, stop := w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Namespace == key.Namespace && o.Name == key.Name })
 	defer stop()
-	// A taken name is the more useful answer than a full quota.
-	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
-		return nil, status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
-	}
-	if err := w.checkRetainedVolume(ctx, user, key); err != nil {
+	if err := w.admit(ctx, user, ws, sp.fields); err != nil {
 		return nil, err
-	}
-	// The operator's limits and the CRD's rules first (the latter through a dry run): a bad
-	// field is the answer even at a full quota.
-	if ferr := w.cfg.limits.Check(&ws.Spec); ferr != nil {
-		return nil, createError(apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("Workspace").GroupKind(), ws.Name, field.ErrorList{ferr}), ws.Name, sp.fields)
-	}
-	if err := w.c.Create(ctx, ws.DeepCopy(), client.DryRunAll); err != nil {
-		return nil, createError(err, ws.Name, sp.fields)
 	}
 	err := w.withQuota(ctx, user, ask{workspace: true, running: true, retained: sp.retain}, func() error { return w.c.Create(ctx, ws) })
 	if err != nil {
@@ -344,6 +332,27 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 		return ws, nil
 	}
 	return w.waitRunning(ctx, key, ws.UID, poke, true)
+}
+
+// admit checks a create before the quota is counted, since these are the more useful answers:
+// a taken name (a workspace, or another user's retained volume), the operator's limits, and
+// the CRD's rules (through a dry run).
+func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.Workspace, f fields) error {
+	key := client.ObjectKeyFromObject(ws)
+	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
+		return status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
+	}
+	if err := w.checkRetainedVolume(ctx, user, key); err != nil {
+		return err
+	}
+	if ferr := w.cfg.limits.Check(&ws.Spec); ferr != nil {
+		over := apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("Workspace").GroupKind(), ws.Name, field.ErrorList{ferr})
+		return createError(over, ws.Name, f)
+	}
+	if err := w.c.Create(ctx, ws.DeepCopy(), client.DryRunAll); err != nil {
+		return createError(err, ws.Name, f)
+	}
+	return nil
 }
 
 // waitRunning waits until the workspace is Running, bounded by the call's deadline and the
