@@ -407,6 +407,11 @@ func (w *workspaces) abandonRequest(key types.NamespacedName, request string) {
 
 // owned reads a workspace and checks that the user owns it.
 func (w *workspaces) owned(ctx context.Context, user, ns, name string, f fields) (*infrav1alpha1.Workspace, error) {
+	return w.ownedFrom(ctx, w.c, user, ns, name, f)
+}
+
+// ownedFrom is owned, reading through r first.
+func (w *workspaces) ownedFrom(ctx context.Context, r client.Reader, user, ns, name string, f fields) (*infrav1alpha1.Workspace, error) {
 	if err := validName(name, f.name); err != nil {
 		return nil, err
 	}
@@ -418,8 +423,8 @@ func (w *workspaces) owned(ctx context.Context, user, ns, name string, f fields)
 	// API server before it is NotFound.
 	var ws infrav1alpha1.Workspace
 	key := types.NamespacedName{Namespace: ns, Name: name}
-	err = w.c.Get(ctx, key, &ws)
-	if apierrors.IsNotFound(err) {
+	err = r.Get(ctx, key, &ws)
+	if apierrors.IsNotFound(err) && r != w.fresh {
 		err = w.fresh.Get(ctx, key, &ws)
 	}
 	if err != nil {
@@ -431,31 +436,44 @@ func (w *workspaces) owned(ctx context.Context, user, ns, name string, f fields)
 	return &ws, nil
 }
 
-// setRunning starts or stops a workspace; starting counts against the running quota.
+// setRunningAttempts bounds how often a start or stop that met a newer version is re-read and
+// tried again.
+const setRunningAttempts = 3
+
+// setRunning starts or stops a workspace; starting counts against the running quota. The write
+// is conditional on the version whose owner was checked: a stale read never patches a
+// workspace deleted and recreated, by another user, under the same name. When the version has
+// moved on (the operator wrote its status, say), it is read again from the API server, checked
+// again, and tried again.
 func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, running bool, f fields) (*infrav1alpha1.Workspace, error) {
-	ws, err := w.owned(ctx, user, ns, name, f)
-	if err != nil {
-		return nil, err
-	}
-	if ws.Spec.Running != nil && *ws.Spec.Running == running {
+	var reader client.Reader = w.c
+	for attempt := 1; ; attempt++ {
+		ws, err := w.ownedFrom(ctx, reader, user, ns, name, f)
+		if err != nil {
+			return nil, err
+		}
+		if ws.Spec.Running != nil && *ws.Spec.Running == running {
+			return ws, nil
+		}
+		base := ws.DeepCopy()
+		ws.Spec.Running = ptr.To(running)
+		patch := func() error {
+			return w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		}
+		if running {
+			err = w.withQuota(ctx, user, ask{running: true}, patch)
+		} else {
+			err = patch()
+		}
+		if apierrors.IsConflict(err) && attempt < setRunningAttempts {
+			reader = w.fresh
+			continue
+		}
+		if err != nil {
+			return nil, toStatus(err, "updating workspace "+name)
+		}
 		return ws, nil
 	}
-	// Conditional on the version checked: a stale read never patches a workspace that was
-	// deleted and recreated, by another user, under the same name.
-	base := ws.DeepCopy()
-	ws.Spec.Running = ptr.To(running)
-	patch := func() error {
-		return w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	}
-	if running {
-		err = w.withQuota(ctx, user, ask{running: true}, patch)
-	} else {
-		err = patch()
-	}
-	if err != nil {
-		return nil, toStatus(err, "updating workspace "+name)
-	}
-	return ws, nil
 }
 
 func (w *workspaces) delete(ctx context.Context, user, ns, name string, f fields) error {

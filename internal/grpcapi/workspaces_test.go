@@ -185,3 +185,30 @@ func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 		t.Errorf("another user: %v, want allowed", err)
 	}
 }
+
+// TestStopWhileTheCacheLagsSucceeds: the operator has just written the workspace's status, so
+// the cached copy is a version behind; the user's own stop is read again and goes through.
+func TestStopWhileTheCacheLagsSucceeds(t *testing.T) {
+	mine := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "mine", UID: "mine-uid"},
+		Spec: infrav1alpha1.WorkspaceSpec{Owner: "lou", Running: ptr.To(true)}}
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(mine).
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
+	behind := func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if err := c.Get(ctx, key, obj, opts...); err != nil {
+			return err
+		}
+		obj.SetResourceVersion("1") // the version before the operator's status write
+		return nil
+	}
+	cfg := defaultConfig()
+	cfg.namespaces = []string{"ides"}
+	w := &workspaces{c: interceptor.NewClient(server, interceptor.Funcs{Get: behind}), fresh: server, notifier: newNotifier(), cfg: cfg,
+		quota: newQuotaLock(server, server, "ops")}
+	if _, err := w.setRunning(context.Background(), "lou", "ides", "mine", false, refFields); err != nil {
+		t.Fatalf("stop with a lagging cache: %v", err)
+	}
+	var after infrav1alpha1.Workspace
+	if err := server.Get(context.Background(), client.ObjectKeyFromObject(mine), &after); err != nil || *after.Spec.Running {
+		t.Errorf("after the stop: running %v, %v; want stopped", *after.Spec.Running, err)
+	}
+}
