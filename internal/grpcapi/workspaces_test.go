@@ -104,6 +104,25 @@ func TestInterruptedCreateRemovesWhatItCreated(t *testing.T) {
 	}
 }
 
+// cachedAs is the API over server with a cache whose copy of every workspace is what doctor
+// makes of the server's (an older version, or an earlier workspace of the name).
+func cachedAs(server client.WithWatch, doctor func(*infrav1alpha1.Workspace)) *workspaces {
+	cache := interceptor.NewClient(server, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if ws, ok := obj.(*infrav1alpha1.Workspace); ok {
+				doctor(ws)
+			}
+			return nil
+		},
+	})
+	cfg := defaultConfig()
+	cfg.namespaces = []string{"ides"}
+	return &workspaces{c: cache, fresh: server, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}
+}
+
 // TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace: alice's workspace "proj" was deleted
 // and bob made his own "proj"; a cache that still shows alice's lets her calls pass the owner
 // check, but their writes are conditional on the version checked, so bob's is untouched.
@@ -114,19 +133,9 @@ func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
 			Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob", Running: ptr.To(bobRunning)}}
 		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bobs).
 			WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
-		stale := func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil {
-				return err
-			}
-			if ws, ok := obj.(*infrav1alpha1.Workspace); ok {
-				ws.UID, ws.ResourceVersion, ws.Spec.Owner = "alices-uid", "1", "alice"
-			}
-			return nil
-		}
-		cfg := defaultConfig()
-		cfg.namespaces = []string{"ides"}
-		w := &workspaces{c: interceptor.NewClient(server, interceptor.Funcs{Get: stale}), fresh: server, notifier: newNotifier(), cfg: cfg,
-			quota: newQuotaLock(server, server, "ops")}
+		w := cachedAs(server, func(ws *infrav1alpha1.Workspace) {
+			ws.UID, ws.ResourceVersion, ws.Spec.Owner = "alices-uid", "1", "alice"
+		})
 		ctx := context.Background()
 		if _, err := w.setRunning(ctx, "alice", "ides", "proj", !bobRunning, refFields); err == nil {
 			t.Errorf("alice set running=%v on a stale read of bob's workspace", !bobRunning)
@@ -193,17 +202,8 @@ func TestStopWhileTheCacheLagsSucceeds(t *testing.T) {
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "lou", Running: ptr.To(true)}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(mine).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
-	behind := func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-		if err := c.Get(ctx, key, obj, opts...); err != nil {
-			return err
-		}
-		obj.SetResourceVersion("1") // the version before the operator's status write
-		return nil
-	}
-	cfg := defaultConfig()
-	cfg.namespaces = []string{"ides"}
-	w := &workspaces{c: interceptor.NewClient(server, interceptor.Funcs{Get: behind}), fresh: server, notifier: newNotifier(), cfg: cfg,
-		quota: newQuotaLock(server, server, "ops")}
+	// The cache shows the version before the operator's status write.
+	w := cachedAs(server, func(ws *infrav1alpha1.Workspace) { ws.ResourceVersion = "1" })
 	if _, err := w.setRunning(context.Background(), "lou", "ides", "mine", false, refFields); err != nil {
 		t.Fatalf("stop with a lagging cache: %v", err)
 	}
