@@ -78,7 +78,7 @@ func TestQuotaLockOfADeadReplicaExpires(t *testing.T) {
 // TestQuotaHoldsWhileAnotherReplicaCreates: replica A has counted and is creating the user's
 // last running workspace when replica B counts; B must see A's and refuse, not count around it.
 func TestQuotaHoldsWhileAnotherReplicaCreates(t *testing.T) {
-	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	cfg := defaultConfig()
 	cfg.namespaces, cfg.maxRunning = []string{"ides"}, 1
 	inside, bDone := make(chan struct{}), make(chan struct{})

@@ -206,7 +206,7 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 	if cfg.tokenMaxStale < cfg.tokenTTL {
 		return nil, fmt.Errorf("token staleness %s is shorter than the %s between reads of the token Secret", cfg.tokenMaxStale, cfg.tokenTTL)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrav1alpha1.Workspace{}, ownerField, ownerOf); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrav1alpha1.Workspace{}, ownerField, ownerIndex); err != nil {
 		return nil, fmt.Errorf("indexing workspaces by owner: %w", err)
 	}
 	n := newNotifier()

@@ -174,8 +174,8 @@ func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, 
 	return out, nil
 }
 
-// ownerOf is the owner index's function.
-func ownerOf(o client.Object) []string {
+// ownerIndex is the function of the owner index (ownerField).
+func ownerIndex(o client.Object) []string {
 	ws, ok := o.(*infrav1alpha1.Workspace)
 	if !ok || ws.Spec.Owner == "" {
 		return nil

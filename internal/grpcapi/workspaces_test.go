@@ -40,7 +40,7 @@ func testScheme(t *testing.T) *runtime.Scheme {
 func interruptedCreates(t *testing.T, cancel context.CancelFunc, raced client.Object) (*workspaces, client.Client) {
 	t.Helper()
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).
-		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	cache := interceptor.NewClient(server, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if _, ok := obj.(*infrav1alpha1.Workspace); ok {
@@ -132,7 +132,7 @@ func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
 		bobs := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "proj", UID: "bobs-uid"},
 			Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob", Running: ptr.To(bobRunning)}}
 		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bobs).
-			WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
+			WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 		w := cachedAs(server, func(ws *infrav1alpha1.Workspace) {
 			ws.UID, ws.ResourceVersion, ws.Spec.Owner = "alices-uid", "1", "alice"
 		})
@@ -158,7 +158,7 @@ func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
 		phase infrav1alpha1.WorkspacePhase
 		full  bool
 	}{{infrav1alpha1.WorkspaceStopping, true}, {infrav1alpha1.WorkspaceRunning, true}, {infrav1alpha1.WorkspaceStopped, false}} {
-		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).
+		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
 			WithObjects(ws("a", true, infrav1alpha1.WorkspaceRunning), ws("b", false, tc.phase)).Build()
 		cfg := defaultConfig()
 		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
@@ -178,7 +178,7 @@ func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 		Annotations: map[string]string{engine.AnnotationRetainedFor: "workspace.infra.cloudspace.dev/old/uid-0"}}}
 	keeping := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "keep"},
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "hana", Storage: infrav1alpha1.WorkspaceStorage{ReclaimPolicy: infrav1alpha1.ReclaimRetain}}}
-	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
 		WithObjects(released, keeping).Build()
 	cfg := defaultConfig()
 	cfg.namespaces, cfg.maxRetained = []string{"ides"}, 2
@@ -201,7 +201,7 @@ func TestStopWhileTheCacheLagsSucceeds(t *testing.T) {
 	mine := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "mine", UID: "mine-uid"},
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "lou", Running: ptr.To(true)}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(mine).
-		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerOf).Build()
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	// The cache shows the version before the operator's status write.
 	w := cachedAs(server, func(ws *infrav1alpha1.Workspace) { ws.ResourceVersion = "1" })
 	if _, err := w.setRunning(context.Background(), "lou", "ides", "mine", false, refFields); err != nil {
