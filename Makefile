@@ -14,6 +14,8 @@ DEV_CLUSTER_DIR ?= $(CURDIR)/.dev-cluster
 export DEV_CLUSTER_DIR
 
 KUBECTL := $(BIN)/kubectl
+# OPERATOR_NAMESPACE holds the operator's Secrets (API tokens, the IDE access key) under make run.
+OPERATOR_NAMESPACE ?= cloudspace-operator-system
 KUSTOMIZE := $(BIN)/kustomize
 CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
@@ -140,9 +142,10 @@ dev-cluster-down: ## Stop and remove the embedded cluster.
 ##@ Deployment
 
 .PHONY: install
-install: manifests ## Install the CRDs into the cluster named by KUBECONFIG.
+install: manifests ## Install the CRDs, and the operator's namespace (its keys live there), into the cluster named by KUBECONFIG.
 	$(TOOLS) kustomize kubectl
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side --force-conflicts -f -
+	$(KUBECTL) create namespace $(OPERATOR_NAMESPACE) --dry-run=client -o yaml | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
 uninstall: manifests ## Remove the CRDs (and so every CR) from the cluster.

@@ -15,11 +15,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -27,6 +30,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
@@ -47,7 +51,8 @@ type options struct {
 	watchNamespaces      []string
 	gracefulShutdownTime time.Duration
 	grpc                 grpcOptions
-	limits               controllers.WorkspaceLimits
+	workspaces           controllers.WorkspaceConfig
+	accessKeySecret      string
 	zap                  zap.Options
 }
 
@@ -90,10 +95,16 @@ func parseFlags(args []string) (*options, error) {
 		"Comma list of namespaces the API creates workspaces in; the first is the default.")
 	fs.DurationVar(&o.grpc.tokenMaxStale, "grpc-token-max-staleness", 5*time.Minute,
 		"How long the last tokens read are served while the token Secret cannot be read; then calls are Unavailable.")
-	o.limits = controllers.DefaultWorkspaceLimits()
-	quantityFlag(fs, &o.limits.CPU, "workspace-max-cpu", "The most CPU one workspace may have, through any door.")
-	quantityFlag(fs, &o.limits.Memory, "workspace-max-memory", "The most memory one workspace may have, through any door.")
-	quantityFlag(fs, &o.limits.Storage, "workspace-max-storage", "The largest volume one workspace may have, through any door.")
+	o.workspaces.Limits = controllers.DefaultWorkspaceLimits()
+	quantityFlag(fs, &o.workspaces.Limits.CPU, "workspace-max-cpu", "The most CPU one workspace may have, through any door.")
+	quantityFlag(fs, &o.workspaces.Limits.Memory, "workspace-max-memory", "The most memory one workspace may have, through any door.")
+	quantityFlag(fs, &o.workspaces.Limits.Storage, "workspace-max-storage", "The largest volume one workspace may have, through any door.")
+	fs.StringVar(&o.accessKeySecret, "workspace-access-key-secret", "cloudspace-operator-system/cloudspace-workspace-access-key",
+		"namespace/name of the Secret holding the key each IDE's password is derived from; created with a random key when missing.")
+	o.workspaces.IngressAnnotations = map[string]string{}
+	fs.Func("workspace-ingress-annotation",
+		"key=value set on every workspace Ingress, e.g. cert-manager.io/cluster-issuer=letsencrypt (repeatable).",
+		annotationFlag(o.workspaces.IngressAnnotations))
 	fs.DurationVar(&o.grpc.maxWait, "grpc-max-wait", 5*time.Minute, "Longest a create-and-wait call waits, whatever its deadline.")
 	fs.IntVar(&o.grpc.maxWorkspaces, "quota-max-workspaces", 5, "Workspaces each API user may have.")
 	fs.IntVar(&o.grpc.maxRunning, "quota-max-running", 2, "Running workspaces each API user may have.")
@@ -118,6 +129,35 @@ func quantityFlag(fs *flag.FlagSet, q *resource.Quantity, name, usage string) {
 		*q = p
 		return nil
 	})
+}
+
+// annotationFlag parses key=value into m, refusing keys the API server would refuse.
+func annotationFlag(m map[string]string) func(string) error {
+	return func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok {
+			return fmt.Errorf("%q is not key=value", v)
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("annotation key %q: %s", k, strings.Join(errs, "; "))
+		}
+		m[k] = val
+		return nil
+	}
+}
+
+// accessKey reads (or creates) the key the IDE passwords are derived from, before the manager
+// starts: no workspace renders without it.
+func accessKey(ctx context.Context, cfg *rest.Config, ref string) ([]byte, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		return nil, fmt.Errorf("--workspace-access-key-secret %q must be namespace/name", ref)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client: %w", err)
+	}
+	return access.EnsureKey(ctx, c, types.NamespacedName{Namespace: ns, Name: name})
 }
 
 // splitNamespaces parses WATCH_NAMESPACE: a comma list; empty means every namespace.
@@ -181,7 +221,7 @@ func managerOptions(o *options) ctrl.Options {
 }
 
 // setupGRPC adds the workspace API to the manager when an address is set.
-func setupGRPC(mgr ctrl.Manager, g grpcOptions, limits controllers.WorkspaceLimits) error {
+func setupGRPC(mgr ctrl.Manager, g grpcOptions, wc controllers.WorkspaceConfig) error {
 	if g.addr == "0" || g.addr == "" {
 		return nil
 	}
@@ -193,7 +233,7 @@ func setupGRPC(mgr ctrl.Manager, g grpcOptions, limits controllers.WorkspaceLimi
 		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
 		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning),
 		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale), grpcapi.WithMaxWatches(g.maxWatches),
-		grpcapi.WithMaxRetainedVolumes(g.maxKept), grpcapi.WithWorkspaceLimits(limits))
+		grpcapi.WithMaxRetainedVolumes(g.maxKept), grpcapi.WithWorkspaceLimits(wc.Limits), grpcapi.WithAccessKey(wc.AccessKey))
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}
@@ -226,10 +266,13 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, ws, o.limits, engine.WithNamespaces(o.watchNamespaces)); err != nil {
+	if o.workspaces.AccessKey, err = accessKey(ctx, cfg, o.accessKeySecret); err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, ws, o.workspaces, engine.WithNamespaces(o.watchNamespaces)); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
-	if err := setupGRPC(mgr, o.grpc, o.limits); err != nil {
+	if err := setupGRPC(mgr, o.grpc, o.workspaces); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

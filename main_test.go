@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"testing"
 )
@@ -41,5 +42,22 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--no-such-flag"}); err == nil {
 		t.Error("an unknown flag was accepted")
+	}
+}
+
+func TestIngressAnnotationFlag(t *testing.T) {
+	o, err := parseFlags([]string{"--workspace-ingress-annotation=cert-manager.io/cluster-issuer=letsencrypt",
+		"--workspace-ingress-annotation=example.com/note=a=b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"cert-manager.io/cluster-issuer": "letsencrypt", "example.com/note": "a=b"}
+	if !maps.Equal(o.workspaces.IngressAnnotations, want) {
+		t.Errorf("annotations = %v, want %v", o.workspaces.IngressAnnotations, want)
+	}
+	for _, bad := range []string{"no-equals-sign", "bad key=v", "=v"} {
+		if _, err := parseFlags([]string{"--workspace-ingress-annotation=" + bad}); err == nil {
+			t.Errorf("--workspace-ingress-annotation=%s accepted", bad)
+		}
 	}
 }

@@ -27,6 +27,13 @@ func goldenCaps() *chartutil.Capabilities {
 	return caps
 }
 
+// goldenWorkspaceConfig is a fixed key (the golden files show its passwords; no cluster uses
+// it) and an admin's ingress annotation.
+var goldenWorkspaceConfig = WorkspaceConfig{
+	AccessKey:          []byte("golden-files-only-access-key-0123456789"),
+	IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "letsencrypt"},
+}
+
 // TestGolden renders each CR under testdata/<chart>/ as the engine would for its kind, and
 // compares the decorated children with <name>.golden.
 func TestGolden(t *testing.T) {
@@ -35,7 +42,7 @@ func TestGolden(t *testing.T) {
 		lifecycle engine.Lifecycle
 	}{
 		{"genericdaemon", GenericDaemonLifecycle{}},
-		{"workspace", WorkspaceLifecycle{}},
+		{"workspace", WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}},
 	}
 	for _, tc := range cases {
 		chart, err := render.Load(filepath.Join("..", "helm-charts", tc.chart))

@@ -11,16 +11,16 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
-// Lifecycles are the Go lifecycles of the kinds this operator ships, with the workspace limits
-// the operator enforces; a watches.yaml kind not listed here is a pure chart kind.
-func Lifecycles(limits WorkspaceLimits) []engine.Option {
+// Lifecycles are the Go lifecycles of the kinds this operator ships, with the operator's
+// settings for workspaces; a watches.yaml kind not listed here is a pure chart kind.
+func Lifecycles(wc WorkspaceConfig) []engine.Option {
 	return []engine.Option{
 		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), GenericDaemonLifecycle{}),
-		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{Limits: limits}),
+		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{WorkspaceConfig: wc}),
 	}
 }
 
 // Setup serves every watches.yaml entry with the engine, with the shipped kinds' lifecycles.
-func Setup(mgr ctrl.Manager, ws []watches.Watch, limits WorkspaceLimits, opts ...engine.Option) error {
-	return engine.Setup(mgr, ws, append(Lifecycles(limits), opts...)...)
+func Setup(mgr ctrl.Manager, ws []watches.Watch, wc WorkspaceConfig, opts ...engine.Option) error {
+	return engine.Setup(mgr, ws, append(Lifecycles(wc), opts...)...)
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
@@ -19,7 +21,7 @@ import (
 // +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces/status,verbs=get;patch
 // +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
@@ -36,8 +38,19 @@ const (
 type WorkspaceLifecycle struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	WorkspaceConfig
+}
+
+// WorkspaceConfig is what the operator's flags set for every workspace.
+type WorkspaceConfig struct {
 	// Limits are the most a workspace may ask for; DefaultWorkspaceLimits where zero.
 	Limits WorkspaceLimits
+	// AccessKey derives each IDE's password (internal/access). Required: without it no
+	// workspace renders, rather than one with a guessable password.
+	AccessKey []byte
+	// IngressAnnotations are set on every workspace Ingress, e.g. cert-manager's
+	// cert-manager.io/cluster-issuer so that the TLS Secret is issued by itself.
+	IngressAnnotations map[string]string
 }
 
 var (
@@ -78,6 +91,9 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 	if err := l.Limits.Check(&ws.Spec); err != nil {
 		return nil, err
 	}
+	if len(l.AccessKey) < access.KeyBytes {
+		return nil, errors.New("the operator has no access key to derive the IDE password from")
+	}
 	s := ws.Spec
 	vals := map[string]any{
 		"owner":   s.Owner,
@@ -89,12 +105,14 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 			"memory": quantityOr(s.Resources.Memory, "2Gi"),
 		},
 		"storage": map[string]any{"size": quantityOr(s.Storage.Size, "10Gi"), "storageClassName": deref(s.Storage.StorageClassName)},
+		"access":  map[string]any{"password": access.Password(l.AccessKey, ws.UID, s.Access.Rotation)},
 	}
 	if s.Git != nil {
 		vals["git"] = map[string]any{"url": s.Git.URL, "ref": s.Git.Ref}
 	}
 	if s.Ingress != nil {
-		vals["ingress"] = map[string]any{"host": s.Ingress.Host, "className": deref(s.Ingress.ClassName)}
+		vals["ingress"] = map[string]any{"host": s.Ingress.Host, "className": deref(s.Ingress.ClassName),
+			"tlsSecretName": orDefault(s.Ingress.TLSSecretName, ws.Name+"-tls"), "annotations": stringMap(l.IngressAnnotations)}
 	}
 	if len(s.Env) > 0 {
 		env, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
@@ -106,6 +124,15 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 		vals["env"] = env["env"]
 	}
 	return vals, nil
+}
+
+// stringMap is m as chart values (which hold no typed maps).
+func stringMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 func orDefault[T comparable](v, d T) T {

@@ -164,7 +164,7 @@ func readySince(p *corev1.Pod, now time.Time) *metav1.Time {
 // workspaceURL is the ingress host when there is one, else the in-cluster Service address.
 func workspaceURL(ws *infrav1alpha1.Workspace) string {
 	if ws.Spec.Ingress != nil && ws.Spec.Ingress.Host != "" {
-		return "http://" + ws.Spec.Ingress.Host + "/"
+		return "https://" + ws.Spec.Ingress.Host + "/"
 	}
 	return fmt.Sprintf("http://%s.%s.svc:%d/", ws.Name, ws.Namespace, orDefault(ws.Spec.Port, defaultWorkspacePort))
 }

@@ -110,7 +110,7 @@ func TestWorkspaceValuesAndRetain(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &unstructured.Unstructured{Object: obj}
-	vals, err := WorkspaceLifecycle{}.Values(u)
+	vals, err := WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}.Values(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestWorkspaceValuesAndRetain(t *testing.T) {
 	if keep, _ := (WorkspaceLifecycle{}).Retain(&unstructured.Unstructured{Object: obj}, []*unstructured.Unstructured{pvc}); len(keep) != 0 {
 		t.Errorf("Delete keeps %v", keep)
 	}
-	if workspaceURL(ws) != "http://alice.ide.example.com/" {
+	if workspaceURL(ws) != "https://alice.ide.example.com/" {
 		t.Errorf("url = %s", workspaceURL(ws))
 	}
 }

@@ -94,6 +94,26 @@ type WorkspaceIngress struct {
 	// ClassName is the IngressClass; the cluster's default when empty.
 	// +optional
 	ClassName *string `json:"className,omitempty"`
+	// TLSSecretName is the Secret holding the host's certificate; "<workspace name>-tls" when
+	// empty, which the annotations the operator adds to every workspace Ingress (for example
+	// cert-manager's issuer) may fill. The IDE is never served over plain HTTP.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+}
+
+// WorkspaceAccess is how the IDE is logged into. The IDE always asks for a password: the
+// operator derives one per workspace and rotation, keeps it in the Secret
+// "<workspace name>-access" (key "password") and the API hands it to the owner (GetAccess).
+type WorkspaceAccess struct {
+	// Rotation counts password changes: raising it gives the IDE a new password and restarts
+	// it, keeping the volume. It never goes back, which would bring an old password back.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="rotation may only increase"
+	// +optional
+	Rotation int64 `json:"rotation,omitempty"`
 }
 
 // WorkspaceSpec is a browser IDE a user asked for.
@@ -141,17 +161,24 @@ type WorkspaceSpec struct {
 
 	// Env sets environment variables in the IDE: values, ConfigMap keys and field references.
 	// Secrets cannot be referenced (secretKeyRef): whoever may create a Workspace could
-	// otherwise read any Secret of the namespace from inside the IDE. The gRPC API sets no env.
+	// otherwise read any Secret of the namespace from inside the IDE. PASSWORD and
+	// HASHED_PASSWORD cannot be set: they are the IDE's login. The gRPC API sets no env.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))",message="secretKeyRef is not allowed: a workspace may not read the namespace's Secrets"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name != 'PASSWORD' && e.name != 'HASHED_PASSWORD')",message="PASSWORD and HASHED_PASSWORD are the IDE's login, set by the operator (see spec.access)"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// Ingress, when set, serves the IDE at a host name (if the cluster has the Ingress API).
 	// +optional
 	Ingress *WorkspaceIngress `json:"ingress,omitempty"`
+
+	// Access is how the IDE is logged into.
+	// +kubebuilder:default={}
+	// +optional
+	Access WorkspaceAccess `json:"access,omitempty"`
 
 	// StartTimeout is how long the IDE may take to become ready before the phase is Failed.
 	// +kubebuilder:default="5m"

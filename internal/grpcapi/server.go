@@ -30,6 +30,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
@@ -49,6 +50,7 @@ type config struct {
 	maxWatches    int
 	maxRetained   int
 	limits        controllers.WorkspaceLimits
+	accessKey     []byte
 	stopTimeout   time.Duration
 }
 
@@ -164,6 +166,18 @@ func WithWorkspaceLimits(l controllers.WorkspaceLimits) Option {
 	return func(c *config) error { c.limits = l; return nil }
 }
 
+// WithAccessKey is the operator key the IDE passwords are derived from (internal/access), the
+// same the Workspace lifecycle renders them with. Required.
+func WithAccessKey(key []byte) Option {
+	return func(c *config) error {
+		if len(key) < access.KeyBytes {
+			return fmt.Errorf("the access key must hold at least %d bytes, has %d", access.KeyBytes, len(key))
+		}
+		c.accessKey = key
+		return nil
+	}
+}
+
 // WithMaxWatches caps the Watch streams each user may have open at once (default 4).
 func WithMaxWatches(n int) Option {
 	return func(c *config) error {
@@ -202,6 +216,9 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 		if err := o(cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.accessKey == nil {
+		return nil, errors.New("the gRPC API needs the access key (WithAccessKey) to hand out IDE passwords")
 	}
 	if cfg.tokenMaxStale < cfg.tokenTTL {
 		return nil, fmt.Errorf("token staleness %s is shorter than the %s between reads of the token Secret", cfg.tokenMaxStale, cfg.tokenTTL)

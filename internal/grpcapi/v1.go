@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
 
@@ -92,6 +93,33 @@ func (s *v1Service) Delete(ctx context.Context, in *workspacev1.WorkspaceRef) (*
 		return nil, err
 	}
 	return &workspacev1.DeleteWorkspaceResponse{}, nil
+}
+
+// GetAccess tells the owner how to log into the IDE. The password is derived, not read: the
+// API needs no access to the Secrets of the users' namespaces.
+func (s *v1Service) GetAccess(ctx context.Context, in *workspacev1.WorkspaceRef) (*workspacev1.WorkspaceAccess, error) {
+	ws, err := s.w.owned(ctx, userFrom(ctx), in.GetNamespace(), in.GetName(), refFields)
+	if err != nil {
+		return nil, err
+	}
+	return s.access(ws), nil
+}
+
+// RotateAccess raises the workspace's access rotation, conditional on the version checked.
+func (s *v1Service) RotateAccess(ctx context.Context, in *workspacev1.WorkspaceRef) (*workspacev1.WorkspaceAccess, error) {
+	ws, err := s.w.change(ctx, userFrom(ctx), in.GetNamespace(), in.GetName(), refFields, nil, func(ws *infrav1alpha1.Workspace) bool {
+		ws.Spec.Access.Rotation++
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.access(ws), nil
+}
+
+func (s *v1Service) access(ws *infrav1alpha1.Workspace) *workspacev1.WorkspaceAccess {
+	rot := ws.Spec.Access.Rotation
+	return &workspacev1.WorkspaceAccess{Url: ws.Status.URL, Rotation: rot, Password: access.Password(s.w.cfg.accessKey, ws.UID, rot)}
 }
 
 // Watch streams the user's workspaces: their state when the call starts, then every phase

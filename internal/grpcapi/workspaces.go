@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -436,44 +437,52 @@ func (w *workspaces) ownedFrom(ctx context.Context, r client.Reader, user, ns, n
 	return &ws, nil
 }
 
-// setRunningAttempts bounds how often a start or stop that met a newer version is re-read and
-// tried again.
-const setRunningAttempts = 3
-
-// setRunning starts or stops a workspace; starting counts against the running quota. The write
-// is conditional on the version whose owner was checked: a stale read never patches a
-// workspace deleted and recreated, by another user, under the same name. When the version has
-// moved on (the operator wrote its status, say), it is read again from the API server, checked
-// again, and tried again.
+// setRunning starts or stops a workspace; starting counts against the running quota.
 func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, running bool, f fields) (*infrav1alpha1.Workspace, error) {
+	var quota *ask
+	if running {
+		quota = &ask{running: true}
+	}
+	return w.change(ctx, user, ns, name, f, quota, func(ws *infrav1alpha1.Workspace) bool {
+		if ws.Spec.Running != nil && *ws.Spec.Running == running {
+			return false
+		}
+		ws.Spec.Running = ptr.To(running)
+		return true
+	})
+}
+
+// change applies set to the user's workspace (set says whether it changed anything), within
+// quota when one is given. The write is conditional on the version whose owner was checked: a
+// stale read never patches a workspace deleted and recreated, by another user, under the same
+// name. When the version has moved on (the operator wrote its status, say), it is read again
+// from the API server, checked again, and tried again, with client-go's bounded back-off
+// (4 tries over about 300 ms: a new workspace sees several operator writes in that time).
+func (w *workspaces) change(ctx context.Context, user, ns, name string, f fields, quota *ask, set func(*infrav1alpha1.Workspace) bool) (*infrav1alpha1.Workspace, error) {
 	var reader client.Reader = w.c
-	for attempt := 1; ; attempt++ {
+	var out *infrav1alpha1.Workspace
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		ws, err := w.ownedFrom(ctx, reader, user, ns, name, f)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if ws.Spec.Running != nil && *ws.Spec.Running == running {
-			return ws, nil
-		}
+		reader, out = w.fresh, ws
 		base := ws.DeepCopy()
-		ws.Spec.Running = ptr.To(running)
+		if !set(ws) {
+			return nil
+		}
 		patch := func() error {
 			return w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		}
-		if running {
-			err = w.withQuota(ctx, user, ask{running: true}, patch)
-		} else {
-			err = patch()
+		if quota != nil {
+			return w.withQuota(ctx, user, *quota, patch)
 		}
-		if apierrors.IsConflict(err) && attempt < setRunningAttempts {
-			reader = w.fresh
-			continue
-		}
-		if err != nil {
-			return nil, toStatus(err, "updating workspace "+name)
-		}
-		return ws, nil
+		return patch()
+	})
+	if err != nil {
+		return nil, toStatus(err, "updating workspace "+name)
 	}
+	return out, nil
 }
 
 func (w *workspaces) delete(ctx context.Context, user, ns, name string, f fields) error {

@@ -646,6 +646,70 @@ func (x *WorkspaceEvent) GetWorkspace() *Workspace {
 	return nil
 }
 
+// How to log into a workspace's IDE. Only the workspace's owner gets it.
+type WorkspaceAccess struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Url of the IDE (https when the workspace has an ingress).
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// Password the IDE asks for.
+	Password string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// Rotation the password belongs to: RotateAccess raises it by one.
+	Rotation      int64 `protobuf:"varint,3,opt,name=rotation,proto3" json:"rotation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceAccess) Reset() {
+	*x = WorkspaceAccess{}
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceAccess) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceAccess) ProtoMessage() {}
+
+func (x *WorkspaceAccess) ProtoReflect() protoreflect.Message {
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceAccess.ProtoReflect.Descriptor instead.
+func (*WorkspaceAccess) Descriptor() ([]byte, []int) {
+	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WorkspaceAccess) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *WorkspaceAccess) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *WorkspaceAccess) GetRotation() int64 {
+	if x != nil {
+		return x.Rotation
+	}
+	return 0
+}
+
 var File_cloudspace_v1_workspace_proto protoreflect.FileDescriptor
 
 const file_cloudspace_v1_workspace_proto_rawDesc = "" +
@@ -695,14 +759,20 @@ const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05ADDED\x10\x01\x12\x11\n" +
 	"\rPHASE_CHANGED\x10\x02\x12\v\n" +
-	"\aDELETED\x10\x032\x98\x04\n" +
+	"\aDELETED\x10\x03\"[\n" +
+	"\x0fWorkspaceAccess\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\x12\x1a\n" +
+	"\brotation\x18\x03 \x01(\x03R\brotation2\xaf\x05\n" +
 	"\x10WorkspaceService\x12I\n" +
 	"\x06Create\x12%.cloudspace.v1.CreateWorkspaceRequest\x1a\x18.cloudspace.v1.Workspace\x12<\n" +
 	"\x03Get\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x18.cloudspace.v1.Workspace\x12S\n" +
 	"\x04List\x12$.cloudspace.v1.ListWorkspacesRequest\x1a%.cloudspace.v1.ListWorkspacesResponse\x12G\n" +
 	"\x05Start\x12$.cloudspace.v1.StartWorkspaceRequest\x1a\x18.cloudspace.v1.Workspace\x12=\n" +
 	"\x04Stop\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x18.cloudspace.v1.Workspace\x12M\n" +
-	"\x06Delete\x12\x1b.cloudspace.v1.WorkspaceRef\x1a&.cloudspace.v1.DeleteWorkspaceResponse\x12O\n" +
+	"\x06Delete\x12\x1b.cloudspace.v1.WorkspaceRef\x1a&.cloudspace.v1.DeleteWorkspaceResponse\x12H\n" +
+	"\tGetAccess\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x1e.cloudspace.v1.WorkspaceAccess\x12K\n" +
+	"\fRotateAccess\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x1e.cloudspace.v1.WorkspaceAccess\x12O\n" +
 	"\x05Watch\x12%.cloudspace.v1.WatchWorkspacesRequest\x1a\x1d.cloudspace.v1.WorkspaceEvent0\x01BKZIgithub.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1;workspacev1b\x06proto3"
 
 var (
@@ -718,7 +788,7 @@ func file_cloudspace_v1_workspace_proto_rawDescGZIP() []byte {
 }
 
 var file_cloudspace_v1_workspace_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cloudspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cloudspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_cloudspace_v1_workspace_proto_goTypes = []any{
 	(WorkspaceEvent_Type)(0),        // 0: cloudspace.v1.WorkspaceEvent.Type
 	(*Workspace)(nil),               // 1: cloudspace.v1.Workspace
@@ -730,6 +800,7 @@ var file_cloudspace_v1_workspace_proto_goTypes = []any{
 	(*DeleteWorkspaceResponse)(nil), // 7: cloudspace.v1.DeleteWorkspaceResponse
 	(*WatchWorkspacesRequest)(nil),  // 8: cloudspace.v1.WatchWorkspacesRequest
 	(*WorkspaceEvent)(nil),          // 9: cloudspace.v1.WorkspaceEvent
+	(*WorkspaceAccess)(nil),         // 10: cloudspace.v1.WorkspaceAccess
 }
 var file_cloudspace_v1_workspace_proto_depIdxs = []int32{
 	1,  // 0: cloudspace.v1.CreateWorkspaceRequest.workspace:type_name -> cloudspace.v1.Workspace
@@ -743,16 +814,20 @@ var file_cloudspace_v1_workspace_proto_depIdxs = []int32{
 	4,  // 8: cloudspace.v1.WorkspaceService.Start:input_type -> cloudspace.v1.StartWorkspaceRequest
 	3,  // 9: cloudspace.v1.WorkspaceService.Stop:input_type -> cloudspace.v1.WorkspaceRef
 	3,  // 10: cloudspace.v1.WorkspaceService.Delete:input_type -> cloudspace.v1.WorkspaceRef
-	8,  // 11: cloudspace.v1.WorkspaceService.Watch:input_type -> cloudspace.v1.WatchWorkspacesRequest
-	1,  // 12: cloudspace.v1.WorkspaceService.Create:output_type -> cloudspace.v1.Workspace
-	1,  // 13: cloudspace.v1.WorkspaceService.Get:output_type -> cloudspace.v1.Workspace
-	6,  // 14: cloudspace.v1.WorkspaceService.List:output_type -> cloudspace.v1.ListWorkspacesResponse
-	1,  // 15: cloudspace.v1.WorkspaceService.Start:output_type -> cloudspace.v1.Workspace
-	1,  // 16: cloudspace.v1.WorkspaceService.Stop:output_type -> cloudspace.v1.Workspace
-	7,  // 17: cloudspace.v1.WorkspaceService.Delete:output_type -> cloudspace.v1.DeleteWorkspaceResponse
-	9,  // 18: cloudspace.v1.WorkspaceService.Watch:output_type -> cloudspace.v1.WorkspaceEvent
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
+	3,  // 11: cloudspace.v1.WorkspaceService.GetAccess:input_type -> cloudspace.v1.WorkspaceRef
+	3,  // 12: cloudspace.v1.WorkspaceService.RotateAccess:input_type -> cloudspace.v1.WorkspaceRef
+	8,  // 13: cloudspace.v1.WorkspaceService.Watch:input_type -> cloudspace.v1.WatchWorkspacesRequest
+	1,  // 14: cloudspace.v1.WorkspaceService.Create:output_type -> cloudspace.v1.Workspace
+	1,  // 15: cloudspace.v1.WorkspaceService.Get:output_type -> cloudspace.v1.Workspace
+	6,  // 16: cloudspace.v1.WorkspaceService.List:output_type -> cloudspace.v1.ListWorkspacesResponse
+	1,  // 17: cloudspace.v1.WorkspaceService.Start:output_type -> cloudspace.v1.Workspace
+	1,  // 18: cloudspace.v1.WorkspaceService.Stop:output_type -> cloudspace.v1.Workspace
+	7,  // 19: cloudspace.v1.WorkspaceService.Delete:output_type -> cloudspace.v1.DeleteWorkspaceResponse
+	10, // 20: cloudspace.v1.WorkspaceService.GetAccess:output_type -> cloudspace.v1.WorkspaceAccess
+	10, // 21: cloudspace.v1.WorkspaceService.RotateAccess:output_type -> cloudspace.v1.WorkspaceAccess
+	9,  // 22: cloudspace.v1.WorkspaceService.Watch:output_type -> cloudspace.v1.WorkspaceEvent
+	14, // [14:23] is the sub-list for method output_type
+	5,  // [5:14] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -769,7 +844,7 @@ func file_cloudspace_v1_workspace_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloudspace_v1_workspace_proto_rawDesc), len(file_cloudspace_v1_workspace_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,13 +23,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkspaceService_Create_FullMethodName = "/cloudspace.v1.WorkspaceService/Create"
-	WorkspaceService_Get_FullMethodName    = "/cloudspace.v1.WorkspaceService/Get"
-	WorkspaceService_List_FullMethodName   = "/cloudspace.v1.WorkspaceService/List"
-	WorkspaceService_Start_FullMethodName  = "/cloudspace.v1.WorkspaceService/Start"
-	WorkspaceService_Stop_FullMethodName   = "/cloudspace.v1.WorkspaceService/Stop"
-	WorkspaceService_Delete_FullMethodName = "/cloudspace.v1.WorkspaceService/Delete"
-	WorkspaceService_Watch_FullMethodName  = "/cloudspace.v1.WorkspaceService/Watch"
+	WorkspaceService_Create_FullMethodName       = "/cloudspace.v1.WorkspaceService/Create"
+	WorkspaceService_Get_FullMethodName          = "/cloudspace.v1.WorkspaceService/Get"
+	WorkspaceService_List_FullMethodName         = "/cloudspace.v1.WorkspaceService/List"
+	WorkspaceService_Start_FullMethodName        = "/cloudspace.v1.WorkspaceService/Start"
+	WorkspaceService_Stop_FullMethodName         = "/cloudspace.v1.WorkspaceService/Stop"
+	WorkspaceService_Delete_FullMethodName       = "/cloudspace.v1.WorkspaceService/Delete"
+	WorkspaceService_GetAccess_FullMethodName    = "/cloudspace.v1.WorkspaceService/GetAccess"
+	WorkspaceService_RotateAccess_FullMethodName = "/cloudspace.v1.WorkspaceService/RotateAccess"
+	WorkspaceService_Watch_FullMethodName        = "/cloudspace.v1.WorkspaceService/Watch"
 )
 
 // WorkspaceServiceClient is the client API for WorkspaceService service.
@@ -42,6 +44,11 @@ type WorkspaceServiceClient interface {
 	Start(ctx context.Context, in *StartWorkspaceRequest, opts ...grpc.CallOption) (*Workspace, error)
 	Stop(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*Workspace, error)
 	Delete(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*DeleteWorkspaceResponse, error)
+	// The IDE's URL and password, for the workspace's owner.
+	GetAccess(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*WorkspaceAccess, error)
+	// Gives the IDE a new password and returns it: the IDE restarts with it, the volume is kept,
+	// and the old password stops working once the new IDE pod serves.
+	RotateAccess(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*WorkspaceAccess, error)
 	// Streams phase changes of the user's workspaces until the call ends.
 	Watch(ctx context.Context, in *WatchWorkspacesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WorkspaceEvent], error)
 }
@@ -114,6 +121,26 @@ func (c *workspaceServiceClient) Delete(ctx context.Context, in *WorkspaceRef, o
 	return out, nil
 }
 
+func (c *workspaceServiceClient) GetAccess(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*WorkspaceAccess, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WorkspaceAccess)
+	err := c.cc.Invoke(ctx, WorkspaceService_GetAccess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workspaceServiceClient) RotateAccess(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*WorkspaceAccess, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WorkspaceAccess)
+	err := c.cc.Invoke(ctx, WorkspaceService_RotateAccess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *workspaceServiceClient) Watch(ctx context.Context, in *WatchWorkspacesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WorkspaceEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &WorkspaceService_ServiceDesc.Streams[0], WorkspaceService_Watch_FullMethodName, cOpts...)
@@ -143,6 +170,11 @@ type WorkspaceServiceServer interface {
 	Start(context.Context, *StartWorkspaceRequest) (*Workspace, error)
 	Stop(context.Context, *WorkspaceRef) (*Workspace, error)
 	Delete(context.Context, *WorkspaceRef) (*DeleteWorkspaceResponse, error)
+	// The IDE's URL and password, for the workspace's owner.
+	GetAccess(context.Context, *WorkspaceRef) (*WorkspaceAccess, error)
+	// Gives the IDE a new password and returns it: the IDE restarts with it, the volume is kept,
+	// and the old password stops working once the new IDE pod serves.
+	RotateAccess(context.Context, *WorkspaceRef) (*WorkspaceAccess, error)
 	// Streams phase changes of the user's workspaces until the call ends.
 	Watch(*WatchWorkspacesRequest, grpc.ServerStreamingServer[WorkspaceEvent]) error
 	mustEmbedUnimplementedWorkspaceServiceServer()
@@ -172,6 +204,12 @@ func (UnimplementedWorkspaceServiceServer) Stop(context.Context, *WorkspaceRef) 
 }
 func (UnimplementedWorkspaceServiceServer) Delete(context.Context, *WorkspaceRef) (*DeleteWorkspaceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) GetAccess(context.Context, *WorkspaceRef) (*WorkspaceAccess, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetAccess not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) RotateAccess(context.Context, *WorkspaceRef) (*WorkspaceAccess, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RotateAccess not implemented")
 }
 func (UnimplementedWorkspaceServiceServer) Watch(*WatchWorkspacesRequest, grpc.ServerStreamingServer[WorkspaceEvent]) error {
 	return status.Errorf(codes.Unimplemented, "method Watch not implemented")
@@ -305,6 +343,42 @@ func _WorkspaceService_Delete_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkspaceService_GetAccess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WorkspaceRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).GetAccess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_GetAccess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).GetAccess(ctx, req.(*WorkspaceRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkspaceService_RotateAccess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WorkspaceRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).RotateAccess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_RotateAccess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).RotateAccess(ctx, req.(*WorkspaceRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WorkspaceService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchWorkspacesRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -346,6 +420,14 @@ var WorkspaceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _WorkspaceService_Delete_Handler,
+		},
+		{
+			MethodName: "GetAccess",
+			Handler:    _WorkspaceService_GetAccess_Handler,
+		},
+		{
+			MethodName: "RotateAccess",
+			Handler:    _WorkspaceService_RotateAccess_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -72,6 +72,7 @@ func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
 	n := fmt.Sprint(b.o.workspaces)
 	return []string{"--grpc-bind-address=" + b.grpcAddr, "--grpc-tls-cert-file=" + b.tls.Cert, "--grpc-tls-key-file=" + b.tls.Key,
 		"--grpc-token-secret=" + apiNamespace + "/" + apiSecret, "--workspace-namespaces=" + wsNamespace,
+		"--workspace-access-key-secret=" + apiNamespace + "/access-key",
 		"--quota-max-workspaces=" + n, "--quota-max-running=" + n}, nil
 }
 

@@ -150,6 +150,7 @@ func grpcSetUp(ctx context.Context, work string) ([]string, error) {
 		"--grpc-bind-address=" + grpcAddr,
 		"--grpc-tls-cert-file=" + grpcTLS.Cert, "--grpc-tls-key-file=" + grpcTLS.Key,
 		"--grpc-token-secret=" + operatorNS + "/" + tokensSecret,
+		"--workspace-access-key-secret=" + operatorNS + "/cloudspace-workspace-access-key",
 		"--workspace-namespaces=" + workspaceNS,
 		"--quota-max-workspaces=3", "--quota-max-running=2", "--grpc-max-wait=2m",
 		fmt.Sprintf("--quota-max-watches=%d", e2eMaxWatches),

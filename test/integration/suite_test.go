@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -23,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
@@ -70,6 +72,11 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	clientset = kubernetes.NewForConfigOrDie(cfg)
+	// As the operator does at start: the key is made once and read back by every start.
+	if accessKey, err = access.EnsureKey(context.Background(), k8sClient, accessKeyRef); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if operator, err = startManager(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -81,6 +88,12 @@ func runSuite(m *testing.M) int {
 	}
 	return code
 }
+
+// accessKeyRef is where the suite keeps the operator's access key; accessKey is the key.
+var (
+	accessKeyRef = types.NamespacedName{Namespace: "default", Name: "cloudspace-workspace-access-key"}
+	accessKey    []byte
+)
 
 // runningManager is the operator's manager running in this process.
 type runningManager struct {
@@ -115,7 +128,10 @@ func startManager(namespaces ...string) (*runningManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, ws, controllers.DefaultWorkspaceLimits(), engine.WithNamespaces(namespaces)); err != nil {
+	if err := controllers.Setup(mgr, ws, controllers.WorkspaceConfig{
+		Limits: controllers.DefaultWorkspaceLimits(), AccessKey: accessKey,
+		IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
+	}, engine.WithNamespaces(namespaces)); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -92,7 +92,7 @@ func TestWorkspaceLifecycle(t *testing.T) {
 
 	pod := ideReady(t, ws)
 	eventually(t, timeout, phase(ws, infrav1alpha1.WorkspaceRunning))
-	if ws.Status.NodeName != "node-a" || ws.Status.PodIP != "10.1.2.3" || ws.Status.Port != 8080 || ws.Status.URL != "http://alice.ide.example.com/" || ws.Status.StartedAt == nil {
+	if ws.Status.NodeName != "node-a" || ws.Status.PodIP != "10.1.2.3" || ws.Status.Port != 8080 || ws.Status.URL != "https://alice.ide.example.com/" || ws.Status.StartedAt == nil {
 		t.Errorf("running status = %+v", ws.Status)
 	}
 

@@ -12,3 +12,5 @@ infra.cloudspace.dev/owner: {{ .Values.owner | quote }}
 {{- end }}
 
 {{- define "workspace.home" -}}{{ .Release.Name }}-home{{- end }}
+
+{{- define "workspace.accessSecret" -}}{{ .Release.Name }}-access{{- end }}

@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// accessValues renders the access and ingress values of a workspace with this UID and rotation.
+func accessValues(t *testing.T, cfg WorkspaceConfig, uid types.UID, rotation int64, ing *infrav1alpha1.WorkspaceIngress) (map[string]any, error) {
+	t.Helper()
+	ws := workspace(true, infrav1alpha1.WorkspaceStatus{})
+	ws.UID, ws.Spec.Access.Rotation, ws.Spec.Ingress = uid, rotation, ing
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return WorkspaceLifecycle{WorkspaceConfig: cfg}.Values(&unstructured.Unstructured{Object: obj})
+}
+
+func password(t *testing.T, vals map[string]any) string {
+	t.Helper()
+	p, _, _ := unstructured.NestedString(vals, "access", "password")
+	return p
+}
+
+// TestWorkspaceAccessPassword: every workspace renders a password of its own, a rotation gives
+// a new one, the same workspace always renders the same one, and without a key none renders.
+func TestWorkspaceAccessPassword(t *testing.T) {
+	cfg := goldenWorkspaceConfig
+	base, err := accessValues(t, cfg, "uid-1", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := password(t, base); len(p) < 32 {
+		t.Fatalf("password %q is shorter than 32 characters", p)
+	}
+	other := cfg
+	other.AccessKey = []byte(strings.Repeat("x", 32))
+	for _, tc := range []struct {
+		name     string
+		cfg      WorkspaceConfig
+		uid      types.UID
+		rotation int64
+		same     bool
+	}{
+		{"same workspace again", cfg, "uid-1", 0, true},
+		{"another workspace", cfg, "uid-2", 0, false},
+		{"rotated", cfg, "uid-1", 1, false},
+		{"another operator key", other, "uid-1", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals, err := accessValues(t, tc.cfg, tc.uid, tc.rotation, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := password(t, vals) == password(t, base); got != tc.same {
+				t.Errorf("same password as uid-1 at rotation 0: %v, want %v", got, tc.same)
+			}
+		})
+	}
+	if _, err := accessValues(t, WorkspaceConfig{}, "uid-1", 0, nil); err == nil || !strings.Contains(err.Error(), "access key") {
+		t.Errorf("no key: err = %v, want a refusal naming the access key", err)
+	}
+}
+
+// TestWorkspaceIngressTLS: an ingress always has a TLS Secret (the workspace's own name when
+// the spec names none) and the admin's annotations.
+func TestWorkspaceIngressTLS(t *testing.T) {
+	for _, tc := range []struct {
+		name, tlsSecret, want string
+	}{
+		{"default secret", "", "alice-go-tls"},
+		{"named secret", "wildcard-ide", "wildcard-ide"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals, err := accessValues(t, goldenWorkspaceConfig, "uid-1", 0, &infrav1alpha1.WorkspaceIngress{Host: "a.example.com", TLSSecretName: tc.tlsSecret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _, _ := unstructured.NestedString(vals, "ingress", "tlsSecretName"); got != tc.want {
+				t.Errorf("tlsSecretName = %q, want %q", got, tc.want)
+			}
+			if got, _, _ := unstructured.NestedString(vals, "ingress", "annotations", "cert-manager.io/cluster-issuer"); got != "letsencrypt" {
+				t.Errorf("issuer annotation = %q, want the operator's", got)
+			}
+		})
+	}
+}
