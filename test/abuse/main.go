@@ -163,6 +163,7 @@ func setUp(ctx context.Context, cluster *framework.Cluster, o options, work stri
 	a.op, err = framework.StartOperator(o.operator, cluster.Kubeconfig, filepath.Join(work, "operator.log"),
 		"--grpc-bind-address="+addr, "--grpc-tls-cert-file="+tlsFiles.Cert, "--grpc-tls-key-file="+tlsFiles.Key,
 		"--grpc-token-secret="+operatorNS+"/"+tokenSecret, "--workspace-namespaces="+workspaceNS,
+		"--workspace-access-key-secret="+operatorNS+"/access-key",
 		fmt.Sprintf("--quota-max-running=%d", maxRunning), fmt.Sprintf("--quota-max-watches=%d", maxWatches))
 	if err != nil {
 		return nil, err
