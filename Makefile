@@ -14,6 +14,8 @@ DEV_CLUSTER_DIR ?= $(CURDIR)/.dev-cluster
 export DEV_CLUSTER_DIR
 
 KUBECTL := $(BIN)/kubectl
+# DEV_WEBHOOK_ADDR is where make run serves the admission webhooks on the embedded cluster.
+DEV_WEBHOOK_ADDR ?= 127.0.0.1:9444
 # OPERATOR_NAMESPACE holds the operator's Secrets (API tokens, the IDE access key) under make run.
 OPERATOR_NAMESPACE ?= cloudspace-operator-system
 KUSTOMIZE := $(BIN)/kustomize
@@ -44,7 +46,7 @@ generate: ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC from the kubebuilder markers.
 	$(TOOLS) controller-gen
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: proto
 proto: ## Regenerate the gRPC code in pkg/ from proto/ (needs protoc: apt-get install protobuf-compiler).
@@ -121,8 +123,10 @@ ifeq ($(DEV_CLUSTER),1)
 	$(MAKE) dev-cluster
 	@echo "run: operator against the embedded cluster; KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig"
 	KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig $(MAKE) install
+	KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig go run ./hack/devwebhook -dir $(DEV_CLUSTER_DIR)/webhook -addr $(DEV_WEBHOOK_ADDR)
 	KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig exec $(BIN)/manager \
-		--health-probe-bind-address=127.0.0.1:8081 --leader-elect=false $(RUN_ARGS)
+		--health-probe-bind-address=127.0.0.1:8081 --leader-elect=false \
+		--webhook-bind-address=$(DEV_WEBHOOK_ADDR) --webhook-cert-dir=$(DEV_CLUSTER_DIR)/webhook $(RUN_ARGS)
 else
 	$(MAKE) install
 	exec $(BIN)/manager --health-probe-bind-address=127.0.0.1:8081 $(RUN_ARGS)

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
@@ -51,7 +54,9 @@ type options struct {
 	watchNamespaces      []string
 	gracefulShutdownTime time.Duration
 	grpc                 grpcOptions
-	workspaces           controllers.WorkspaceConfig
+	kinds                controllers.Config
+	webhookAddr          string
+	webhookCertDir       string
 	accessKeySecret      string
 	zap                  zap.Options
 }
@@ -95,16 +100,28 @@ func parseFlags(args []string) (*options, error) {
 		"Comma list of namespaces the API creates workspaces in; the first is the default.")
 	fs.DurationVar(&o.grpc.tokenMaxStale, "grpc-token-max-staleness", 5*time.Minute,
 		"How long the last tokens read are served while the token Secret cannot be read; then calls are Unavailable.")
-	o.workspaces.Limits = controllers.DefaultWorkspaceLimits()
-	quantityFlag(fs, &o.workspaces.Limits.CPU, "workspace-max-cpu", "The most CPU one workspace may have, through any door.")
-	quantityFlag(fs, &o.workspaces.Limits.Memory, "workspace-max-memory", "The most memory one workspace may have, through any door.")
-	quantityFlag(fs, &o.workspaces.Limits.Storage, "workspace-max-storage", "The largest volume one workspace may have, through any door.")
+	o.kinds.Workspace.Limits = controllers.DefaultWorkspaceLimits()
+	quantityFlag(fs, &o.kinds.Workspace.Limits.CPU, "workspace-max-cpu", "The most CPU one workspace may have, through any door.")
+	quantityFlag(fs, &o.kinds.Workspace.Limits.Memory, "workspace-max-memory", "The most memory one workspace may have, through any door.")
+	quantityFlag(fs, &o.kinds.Workspace.Limits.Storage, "workspace-max-storage", "The largest volume one workspace may have, through any door.")
 	fs.StringVar(&o.accessKeySecret, "workspace-access-key-secret", "cloudspace-operator-system/cloudspace-workspace-access-key",
 		"namespace/name of the Secret holding the key each IDE's password is derived from; created with a random key when missing.")
-	o.workspaces.IngressAnnotations = map[string]string{}
+	o.kinds.Workspace.IngressAnnotations = map[string]string{}
 	fs.Func("workspace-ingress-annotation",
 		"key=value set on every workspace Ingress, e.g. cert-manager.io/cluster-issuer=letsencrypt (repeatable).",
-		annotationFlag(o.workspaces.IngressAnnotations))
+		annotationFlag(o.kinds.Workspace.IngressAnnotations))
+	o.kinds.VM = controllers.DefaultVMConfig()
+	fs.StringVar(&o.kinds.VM.DefaultImage, "vm-default-image", o.kinds.VM.DefaultImage, "Container disk of a VirtualMachine that names none.")
+	fs.StringVar(&o.kinds.VM.LauncherImage, "vm-launcher-image", o.kinds.VM.LauncherImage, "Image that runs QEMU for the pod backend (images/vm-launcher).")
+	fs.StringVar(&o.kinds.VM.KVMResource, "vm-kvm-resource", o.kinds.VM.KVMResource,
+		"Extended resource a device plugin grants /dev/kvm with; empty runs guests in software emulation.")
+	fs.Int64Var(&o.kinds.VM.MaxCPU, "vm-max-cpu", o.kinds.VM.MaxCPU, "The most CPUs one VirtualMachine may have.")
+	quantityFlag(fs, &o.kinds.VM.MaxMemory, "vm-max-memory", "The most memory one VirtualMachine may have.")
+	quantityFlag(fs, &o.kinds.VM.MaxDisk, "vm-max-disk", "The largest disk one VirtualMachine may have.")
+	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0",
+		"Address of the admission webhooks (HTTPS), e.g. :9444; 0 disables them.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"Directory holding the webhooks' tls.crt and tls.key (re-read when they change).")
 	fs.DurationVar(&o.grpc.maxWait, "grpc-max-wait", 5*time.Minute, "Longest a create-and-wait call waits, whatever its deadline.")
 	fs.IntVar(&o.grpc.maxWorkspaces, "quota-max-workspaces", 5, "Workspaces each API user may have.")
 	fs.IntVar(&o.grpc.maxRunning, "quota-max-running", 2, "Running workspaces each API user may have.")
@@ -190,7 +207,7 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-func managerOptions(o *options) ctrl.Options {
+func managerOptions(o *options) (ctrl.Options, error) {
 	var tlsOpts []func(*tls.Config)
 	if !o.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
@@ -198,6 +215,10 @@ func managerOptions(o *options) ctrl.Options {
 	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts, CertDir: o.metricsCertDir}
 	if o.metricsSecure {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	webhooks, err := webhookServer(o.webhookAddr, o.webhookCertDir, tlsOpts)
+	if err != nil {
+		return ctrl.Options{}, err
 	}
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(o.watchNamespaces) > 0 {
@@ -217,7 +238,25 @@ func managerOptions(o *options) ctrl.Options {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &o.gracefulShutdownTime,
 		Cache:                         cacheOpts,
+		WebhookServer:                 webhooks,
+	}, nil
+}
+
+// webhookServer is the admission webhook server at addr, or nil when addr is 0. Its
+// certificate is watched: a rotated one (cert-manager, OLM) is served without a restart.
+func webhookServer(addr, certDir string, tlsOpts []func(*tls.Config)) (webhook.Server, error) {
+	if addr == "0" || addr == "" {
+		return nil, nil
 	}
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-bind-address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-bind-address %q: the port is not a number", addr)
+	}
+	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: tlsOpts}), nil
 }
 
 // setupGRPC adds the workspace API to the manager when an address is set.
@@ -262,17 +301,26 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	mgr, err := ctrl.NewManager(cfg, managerOptions(o))
+	mopts, err := managerOptions(o)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if o.workspaces.AccessKey, err = accessKey(ctx, cfg, o.accessKeySecret); err != nil {
+	if o.kinds.Workspace.AccessKey, err = accessKey(ctx, cfg, o.accessKeySecret); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, ws, o.workspaces, engine.WithNamespaces(o.watchNamespaces)); err != nil {
+	if err := controllers.Setup(mgr, ws, o.kinds, engine.WithNamespaces(o.watchNamespaces)); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
-	if err := setupGRPC(mgr, o.grpc, o.workspaces); err != nil {
+	if mopts.WebhookServer != nil {
+		if err := controllers.SetupVirtualMachineWebhook(mgr, o.kinds.VM); err != nil {
+			return fmt.Errorf("setting up webhooks: %w", err)
+		}
+	}
+	if err := setupGRPC(mgr, o.grpc, o.kinds.Workspace); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -36,7 +36,10 @@ func TestParseFlags(t *testing.T) {
 	if o.watchesFile != "/opt/cloudspace/watches.yaml" || o.metricsAddr != ":8443" || !o.metricsSecure {
 		t.Errorf("options = %+v", o)
 	}
-	opts := managerOptions(o)
+	opts, err := managerOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(opts.Cache.DefaultNamespaces) != 2 || opts.Metrics.FilterProvider == nil {
 		t.Errorf("manager options: namespaces %v, metrics filter set %v", opts.Cache.DefaultNamespaces, opts.Metrics.FilterProvider != nil)
 	}
@@ -52,8 +55,8 @@ func TestIngressAnnotationFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"cert-manager.io/cluster-issuer": "letsencrypt", "example.com/note": "a=b"}
-	if !maps.Equal(o.workspaces.IngressAnnotations, want) {
-		t.Errorf("annotations = %v, want %v", o.workspaces.IngressAnnotations, want)
+	if !maps.Equal(o.kinds.Workspace.IngressAnnotations, want) {
+		t.Errorf("annotations = %v, want %v", o.kinds.Workspace.IngressAnnotations, want)
 	}
 	for _, bad := range []string{"no-equals-sign", "bad key=v", "=v"} {
 		if _, err := parseFlags([]string{"--workspace-ingress-annotation=" + bad}); err == nil {

@@ -43,6 +43,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"genericdaemon", GenericDaemonLifecycle{}},
 		{"workspace", WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}},
+		{"virtualmachine", VirtualMachineLifecycle{VMConfig: DefaultVMConfig()}},
 	}
 	for _, tc := range cases {
 		chart, err := render.Load(filepath.Join("..", "helm-charts", tc.chart))

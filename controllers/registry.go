@@ -11,16 +11,23 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
+// Config is the operator's settings for the kinds it ships.
+type Config struct {
+	Workspace WorkspaceConfig
+	VM        VMConfig
+}
+
 // Lifecycles are the Go lifecycles of the kinds this operator ships, with the operator's
-// settings for workspaces; a watches.yaml kind not listed here is a pure chart kind.
-func Lifecycles(wc WorkspaceConfig) []engine.Option {
+// settings; a watches.yaml kind not listed here is a pure chart kind.
+func Lifecycles(cfg Config) []engine.Option {
 	return []engine.Option{
 		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), GenericDaemonLifecycle{}),
-		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{WorkspaceConfig: wc}),
+		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), WorkspaceLifecycle{WorkspaceConfig: cfg.Workspace}),
+		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("VirtualMachine"), VirtualMachineLifecycle{VMConfig: cfg.VM}),
 	}
 }
 
 // Setup serves every watches.yaml entry with the engine, with the shipped kinds' lifecycles.
-func Setup(mgr ctrl.Manager, ws []watches.Watch, wc WorkspaceConfig, opts ...engine.Option) error {
-	return engine.Setup(mgr, ws, append(Lifecycles(wc), opts...)...)
+func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Option) error {
+	return engine.Setup(mgr, ws, append(Lifecycles(cfg), opts...)...)
 }

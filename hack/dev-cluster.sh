@@ -98,8 +98,10 @@ metadata:
     type: kwok
     $labels
 status:
-  allocatable: {cpu: "256", memory: 2Ti, pods: "5000", ephemeral-storage: 10Ti}
-  capacity: {cpu: "256", memory: 2Ti, pods: "5000", ephemeral-storage: 10Ti}
+  # devices.kubevirt.io/kvm: what KubeVirt's device plugin advertises for /dev/kvm, which the
+  # VirtualMachine pod backend asks for.
+  allocatable: {cpu: "256", memory: 2Ti, pods: "5000", ephemeral-storage: 10Ti, devices.kubevirt.io/kvm: "110"}
+  capacity: {cpu: "256", memory: 2Ti, pods: "5000", ephemeral-storage: 10Ti, devices.kubevirt.io/kvm: "110"}
   nodeInfo: {architecture: amd64, kubeletVersion: fake, operatingSystem: linux}
   phase: Running
 EOF

@@ -170,6 +170,17 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 			live = append(live, st.current)
 			continue
 		}
+		if replaced(st) {
+			err := r.replace(ctx, s.obj, st.current)
+			if errors.Is(err, errStale) {
+				return nil, err
+			}
+			if err != nil {
+				refused = append(refused, err)
+			}
+			live = append(live, st.current)
+			continue
+		}
 		applied, err := r.apply(ctx, st)
 		if errors.Is(err, errStale) {
 			return nil, err
@@ -189,6 +200,30 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 		live = append(live, applied)
 	}
 	return live, errors.Join(refused...)
+}
+
+// replaced reports whether a step's child is changed by deleting it and creating it anew.
+func replaced(st step) bool {
+	return st.current != nil && !st.adopt && st.desired.GetAnnotations()[AnnotationReplace] == ReplaceOnChange
+}
+
+// replace deletes a changed child that cannot be changed in place, conditional on the UID
+// checked; its deletion event brings the resource back, and the next reconcile creates the
+// child as rendered once it is gone. A child already going away is waited for.
+func (r *reconciler) replace(ctx context.Context, owner, current *unstructured.Unstructured) error {
+	if current.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	uid := current.GetUID()
+	err := r.client.Delete(ctx, current, client.PropagationPolicy("Background"), client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return fmt.Errorf("replacing %s: %w", describe(current), errStale)
+	}
+	if err != nil {
+		return fmt.Errorf("deleting %s to replace it: %w", describe(current), err)
+	}
+	r.event(owner, false, infrav1alpha1.EventChildDeleted, "Deleted %s to create it anew: it changed and cannot be changed in place", describe(current))
+	return nil
 }
 
 // apply writes one child with server-side apply, on the condition that its place still holds

@@ -39,6 +39,12 @@ const (
 	// it the resource's, and, once the resource is gone, what lets a later resource of the same
 	// kind and name adopt it (Adopter).
 	AnnotationRetainedFor = "infra.cloudspace.dev/retained-for"
+	// AnnotationReplace, set by a chart on a child whose changes cannot be applied in place
+	// (a bare Pod: most of its spec is immutable), asks the engine to delete the child when it
+	// changes and to create it afresh once it is gone. Its value is ReplaceOnChange.
+	AnnotationReplace = "infra.cloudspace.dev/replace"
+	// ReplaceOnChange is AnnotationReplace's value.
+	ReplaceOnChange = "OnChange"
 )
 
 // decorate sets the engine's labels, its owner record and the spec hash on a rendered child.

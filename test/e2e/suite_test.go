@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/cloudspace-dev/cloudspace-operator/internal/devwebhook"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
@@ -30,6 +31,8 @@ var (
 	// operatorBinary and operatorArgs are how the operator was started, for a second replica.
 	operatorBinary string
 	operatorArgs   []string
+	// webhookAddr and webhookDir are where the operator serves its webhooks and their certificate.
+	webhookAddr, webhookDir string
 )
 
 // The API's users and their tokens, as stored in the token Secret.
@@ -102,6 +105,11 @@ func setUp(ctx context.Context, binary, work string) error {
 	if err != nil {
 		return err
 	}
+	hookArgs, err := webhookSetUp(ctx, work)
+	if err != nil {
+		return err
+	}
+	args = append(args, hookArgs...)
 	operatorBinary, operatorArgs = binary, args
 	runs := 0
 	start := func(ctx context.Context) error {
@@ -122,6 +130,30 @@ func setUp(ctx context.Context, binary, work string) error {
 		return start(ctx)
 	}
 	return start(ctx)
+}
+
+// webhookSetUp serves the admission webhooks as make run does: a local CA and certificate in
+// work/webhook, the cluster's webhook configurations pointed at 127.0.0.1 with that CA.
+func webhookSetUp(ctx context.Context, work string) ([]string, error) {
+	port, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	webhookAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	webhookDir = filepath.Join(work, "webhook")
+	files, err := devwebhook.Issue(webhookDir, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(files.CA)
+	if err != nil {
+		return nil, err
+	}
+	manifests := filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml")
+	if err := devwebhook.Configure(ctx, k8sClient, manifests, "https://"+webhookAddr, ca); err != nil {
+		return nil, err
+	}
+	return []string{"--webhook-bind-address=" + webhookAddr, "--webhook-cert-dir=" + webhookDir}, nil
 }
 
 // grpcSetUp creates the namespaces and the token Secret and a TLS certificate, and returns

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
@@ -51,8 +53,11 @@ func runSuite(m *testing.M) int {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "test", "testdata", "crds")},
 		ErrorIfCRDPathMissing: true,
+		// The webhooks are served by the manager and called by the real API server.
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
 	}
 	var err error
+	webhookOpts = &env.WebhookInstallOptions
 	if cfg, err = env.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
 		// Start may fail after starting etcd and kube-apiserver (a CRD that does not install):
@@ -95,6 +100,16 @@ var (
 	accessKey    []byte
 )
 
+// vmConfig is the operator's VM settings in these tests: small limits, so the tests can pass them.
+var vmConfig = func() controllers.VMConfig {
+	c := controllers.DefaultVMConfig()
+	c.MaxCPU, c.MaxMemory, c.MaxDisk = 8, resource.MustParse("16Gi"), resource.MustParse("100Gi")
+	return c
+}()
+
+// webhookOpts are where envtest told the API server the webhooks are served.
+var webhookOpts *envtest.WebhookInstallOptions
+
 // runningManager is the operator's manager running in this process.
 type runningManager struct {
 	cancel context.CancelFunc
@@ -124,13 +139,22 @@ func startManager(namespaces ...string) (*runningManager, error) {
 		Cache:                  cacheOpts,
 		// Tests restart the manager in one process; names are unique within each manager.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: webhookOpts.LocalServingHost, Port: webhookOpts.LocalServingPort, CertDir: webhookOpts.LocalServingCertDir,
+		}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, ws, controllers.WorkspaceConfig{
-		Limits: controllers.DefaultWorkspaceLimits(), AccessKey: accessKey,
-		IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
+	if err := controllers.SetupVirtualMachineWebhook(mgr, vmConfig); err != nil {
+		return nil, err
+	}
+	if err := controllers.Setup(mgr, ws, controllers.Config{
+		Workspace: controllers.WorkspaceConfig{
+			Limits: controllers.DefaultWorkspaceLimits(), AccessKey: accessKey,
+			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
+		},
+		VM: vmConfig,
 	}, engine.WithNamespaces(namespaces)); err != nil {
 		return nil, err
 	}

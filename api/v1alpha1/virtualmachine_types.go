@@ -1,0 +1,240 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// VirtualMachinePhase is where a virtual machine is in its life.
+// +kubebuilder:validation:Enum=Pending;Scheduling;Starting;Running;Stopping;Stopped;Failed
+type VirtualMachinePhase string
+
+// VirtualMachine phases.
+const (
+	// VMPending: accepted; nothing runs yet.
+	VMPending VirtualMachinePhase = "Pending"
+	// VMScheduling: the VM's pod waits for a node.
+	VMScheduling VirtualMachinePhase = "Scheduling"
+	// VMStarting: the VM's pod is on a node and the guest is booting.
+	VMStarting VirtualMachinePhase = "Starting"
+	// VMRunning: the guest runs; status.nodeName and status.ip say where.
+	VMRunning VirtualMachinePhase = "Running"
+	// VMStopping: the guest was asked to shut down and has spec.shutdownGracePeriod to do so.
+	VMStopping VirtualMachinePhase = "Stopping"
+	// VMStopped: no guest runs; the disk is kept.
+	VMStopped VirtualMachinePhase = "Stopped"
+	// VMFailed: the guest exited with an error and the run strategy does not restart it.
+	VMFailed VirtualMachinePhase = "Failed"
+)
+
+// RunStrategy says when the VM runs (KubeVirt's names and meanings).
+// +kubebuilder:validation:Enum=Always;Halted;RerunOnFailure;Manual
+type RunStrategy string
+
+const (
+	// RunAlways keeps the VM running: it is restarted whenever it stops, for whatever reason.
+	RunAlways RunStrategy = "Always"
+	// RunHalted keeps the VM stopped; its disk is kept.
+	RunHalted RunStrategy = "Halted"
+	// RunRerunOnFailure restarts the VM when it fails, not when the guest shuts down cleanly.
+	RunRerunOnFailure RunStrategy = "RerunOnFailure"
+	// RunManual starts the VM once and never restarts it: once it has stopped it stays
+	// Stopped until the run strategy changes.
+	RunManual RunStrategy = "Manual"
+)
+
+// VMBackend runs the VM.
+// +kubebuilder:validation:Enum=auto;pod;kubevirt
+type VMBackend string
+
+const (
+	// BackendAuto picks kubevirt when the cluster serves kubevirt.io/v1 VirtualMachine, else pod;
+	// the choice is recorded in status.backend and kept for the VM's life.
+	BackendAuto VMBackend = "auto"
+	// BackendPod runs QEMU in a pod the operator manages.
+	BackendPod VMBackend = "pod"
+	// BackendKubeVirt renders a kubevirt.io/v1 VirtualMachine.
+	BackendKubeVirt VMBackend = "kubevirt"
+)
+
+// VMDisk is the VM's persistent disk: a PersistentVolumeClaim attached as the second disk,
+// kept while the VM is stopped.
+type VMDisk struct {
+	// Size of the disk. It may grow (if the storage class allows) but never shrink.
+	// +kubebuilder:default="10Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="must be at most 64Ti (the operator may set a lower limit)"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="a disk never shrinks"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+	// StorageClassName of the claim; the cluster's default class when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+	// ReclaimPolicy: Delete (default) removes the disk with the VM; Retain keeps it, owned by
+	// no one, for a later VM of the same name to adopt.
+	// +kubebuilder:default=Delete
+	// +optional
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// VMCloudInit configures the guest at first boot (NoCloud).
+type VMCloudInit struct {
+	// UserData is the cloud-init user data (for example a #cloud-config document).
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	UserData string `json:"userData,omitempty"`
+	// SSHAuthorizedKeys are public keys allowed to log in as the image's default user.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=16384
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh.com) [A-Za-z0-9+/=]+( [^\\n]*)?$'))",message="each key must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)"
+	// +optional
+	SSHAuthorizedKeys []string `json:"sshAuthorizedKeys,omitempty"`
+}
+
+// VMPort is a port of the guest exposed through the VM's Service.
+type VMPort struct {
+	// Name of the port, unique in the VM.
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Port of the guest.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// Protocol: TCP (default) or UDP.
+	// +kubebuilder:validation:Enum=TCP;UDP
+	// +kubebuilder:default=TCP
+	// +optional
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// VirtualMachineSpec is a virtual machine someone asked for (seed 000's cpu and memory, and
+// what running one takes).
+type VirtualMachineSpec struct {
+	// CPU is the number of virtual CPUs: a positive integer, as a number or a string ("1", as
+	// the seed's sample writes it). Defaulted to 1; at most the operator's --vm-max-cpu.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:default="1"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : self.matches('^[1-9][0-9]{0,3}$')",message="must be a positive whole number of CPUs"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self <= 256 : (!self.matches('^[0-9]+$') || int(self) <= 256)",message="must be at most 256 (the operator may set a lower limit)"
+	// +optional
+	CPU *intstr.IntOrString `json:"cpu,omitempty"`
+
+	// Memory of the guest (the seed's "2G" is 2×10⁹ bytes): at least 128Mi, at most the
+	// operator's --vm-max-memory. Defaulted to 1Gi.
+	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="must be at least 128Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('4Ti')) <= 0",message="must be at most 4Ti (the operator may set a lower limit)"
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+
+	// Image is a container disk: an image holding the VM's boot disk (a qcow2 or raw file
+	// under /disk, as KubeVirt's containerDisk). The boot disk starts afresh from it at every
+	// start; keep data on spec.disk. Defaulted to the operator's --vm-default-image.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s\x00-\x1f\x7f]*$`
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// RunStrategy says when the VM runs: Always (default), Halted, RerunOnFailure or Manual.
+	// +kubebuilder:default=Always
+	// +optional
+	RunStrategy RunStrategy `json:"runStrategy,omitempty"`
+
+	// Disk is the persistent disk.
+	// +kubebuilder:default={}
+	// +optional
+	Disk VMDisk `json:"disk,omitempty"`
+
+	// CloudInit configures the guest at first boot.
+	// +optional
+	CloudInit *VMCloudInit `json:"cloudInit,omitempty"`
+
+	// Ports of the guest the VM's Service exposes; SSH (22) when unset.
+	// +kubebuilder:default={{name: ssh, port: 22, protocol: TCP}}
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Ports []VMPort `json:"ports,omitempty"`
+
+	// Backend runs the VM: auto (default), pod or kubevirt. It cannot change.
+	// +kubebuilder:default=auto
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="backend is immutable"
+	// +optional
+	Backend VMBackend `json:"backend,omitempty"`
+
+	// ShutdownGracePeriod is how long the guest has to shut down when it is stopped or
+	// deleted (an ACPI power-off) before it is killed.
+	// +kubebuilder:default="60s"
+	// +optional
+	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
+}
+
+// VirtualMachineStatus is what the operator observed of the VM.
+type VirtualMachineStatus struct {
+	// ObservedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase summarizes the VM's state.
+	// +optional
+	Phase VirtualMachinePhase `json:"phase,omitempty"`
+	// Status is the phase under the seed's name, kept for its users ("Running", ...).
+	// +optional
+	Status string `json:"status,omitempty"`
+	// Message says why the phase is what it is.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Backend is the backend that runs the VM (auto resolved), kept for the VM's life.
+	// +optional
+	Backend VMBackend `json:"backend,omitempty"`
+	// NodeName is the node the VM runs on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// IP is the VM's pod address.
+	// +optional
+	IP string `json:"ip,omitempty"`
+	// Conditions are Ready, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Inventory lists the children the operator applied.
+	// +optional
+	Inventory *Inventory `json:"inventory,omitempty"`
+}
+
+// VirtualMachine is a virtual machine run by Kubernetes: QEMU in a pod, or KubeVirt when the
+// cluster has it; started, stopped and restarted by its run strategy, with a persistent disk.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cvm;cvms,categories=cloudspace
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.spec.cpu`
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.spec.memory`
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.runStrategy`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`,priority=1
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
+// +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ip`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VirtualMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   VirtualMachineSpec   `json:"spec"`
+	Status VirtualMachineStatus `json:"status,omitempty"`
+}
+
+// VirtualMachineList is a list of VirtualMachines.
+// +kubebuilder:object:root=true
+type VirtualMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VirtualMachine `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VirtualMachine{}, &VirtualMachineList{})
+}

@@ -1,0 +1,166 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+// VMConfig is what the operator's flags set for every VirtualMachine: images, /dev/kvm and the
+// most one VM may have. The admission webhook and the lifecycle apply the same defaults and
+// rules (Default, Validate), so a VM made while the webhook was not installed still never
+// renders past them.
+type VMConfig struct {
+	// DefaultImage is the container disk of a VM that names none.
+	DefaultImage string
+	// LauncherImage runs QEMU for the pod backend (see images/vm-launcher).
+	LauncherImage string
+	// KVMResource is the extended resource a device plugin grants /dev/kvm with; empty runs
+	// the guest in software emulation (slow, but needs nothing from the node).
+	KVMResource string
+	// MaxCPU, MaxMemory and MaxDisk are the most one VM may have.
+	MaxCPU    int64
+	MaxMemory resource.Quantity
+	MaxDisk   resource.Quantity
+}
+
+// DefaultVMConfig is the configuration when the operator's flags set nothing.
+func DefaultVMConfig() VMConfig {
+	return VMConfig{
+		DefaultImage:  "containerdisks/fedora:40",
+		LauncherImage: "cloudspace/vm-launcher:0.1.0",
+		KVMResource:   "devices.kubevirt.io/kvm",
+		MaxCPU:        16,
+		MaxMemory:     resource.MustParse("64Gi"),
+		MaxDisk:       resource.MustParse("500Gi"),
+	}
+}
+
+// VM defaults; the CRD carries the same ones (for every field but the image, which is the
+// operator's to choose), so a VM is defaulted whether or not the webhook is installed.
+const (
+	defaultVMCPU         = 1
+	defaultVMMemory      = "1Gi"
+	defaultVMDisk        = "10Gi"
+	defaultVMGracePeriod = 60 * time.Second
+)
+
+// Launcher overhead: what QEMU and the launcher need next to the guest's own CPU and memory.
+var (
+	launcherCPUOverhead    = resource.MustParse("100m")
+	launcherMemoryOverhead = resource.MustParse("256Mi")
+)
+
+// Default fills every unset field of vm.
+func (c VMConfig) Default(vm *infrav1alpha1.VirtualMachine) {
+	s := &vm.Spec
+	if s.CPU == nil {
+		s.CPU = ptr.To(intstr.FromInt32(defaultVMCPU))
+	}
+	if s.Memory == nil {
+		s.Memory = ptr.To(resource.MustParse(defaultVMMemory))
+	}
+	if s.Image == "" {
+		s.Image = c.DefaultImage
+	}
+	s.RunStrategy = orDefault(s.RunStrategy, infrav1alpha1.RunAlways)
+	s.Backend = orDefault(s.Backend, infrav1alpha1.BackendAuto)
+	if s.Disk.Size == nil {
+		s.Disk.Size = ptr.To(resource.MustParse(defaultVMDisk))
+	}
+	s.Disk.ReclaimPolicy = orDefault(s.Disk.ReclaimPolicy, infrav1alpha1.ReclaimDelete)
+	if len(s.Ports) == 0 {
+		s.Ports = []infrav1alpha1.VMPort{{Name: "ssh", Port: 22, Protocol: "TCP"}}
+	}
+	if s.ShutdownGracePeriod == nil {
+		s.ShutdownGracePeriod = &metav1.Duration{Duration: defaultVMGracePeriod}
+	}
+}
+
+// Validate returns what in vm (defaulted) breaks the operator's rules, by field path; old is
+// the VM before an update, nil on create. A limit is checked only on a field that changes, so
+// an administrator lowering a limit never blocks the other edits of existing VMs.
+func (c VMConfig) Validate(vm, old *infrav1alpha1.VirtualMachine) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	cpu, err := vmCPU(vm.Spec.CPU)
+	if err != nil {
+		errs = append(errs, field.Invalid(spec.Child("cpu"), vm.Spec.CPU.String(), err.Error()))
+	} else if changed(old, func(o *infrav1alpha1.VirtualMachine) bool { return o.Spec.CPU.String() != vm.Spec.CPU.String() }) && cpu > c.MaxCPU {
+		errs = append(errs, field.Invalid(spec.Child("cpu"), cpu, fmt.Sprintf("exceeds the most a VM may have here (%d)", c.MaxCPU)))
+	}
+	errs = append(errs, c.checkMax(spec.Child("memory"), vm.Spec.Memory, c.MaxMemory, old == nil || !old.Spec.Memory.Equal(*vm.Spec.Memory))...)
+	errs = append(errs, c.checkMax(spec.Child("disk", "size"), vm.Spec.Disk.Size, c.MaxDisk, old == nil || !old.Spec.Disk.Size.Equal(*vm.Spec.Disk.Size))...)
+	if _, err := reference.ParseNormalizedNamed(vm.Spec.Image); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("image"), vm.Spec.Image, "not an image reference: "+err.Error()))
+	}
+	if _, err := cloudInitUserData(vm.Spec.CloudInit); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("cloudInit", "sshAuthorizedKeys"), len(vm.Spec.CloudInit.SSHAuthorizedKeys), err.Error()))
+	}
+	return errs
+}
+
+func changed(old *infrav1alpha1.VirtualMachine, differs func(*infrav1alpha1.VirtualMachine) bool) bool {
+	return old == nil || differs(old)
+}
+
+func (c VMConfig) checkMax(path *field.Path, q *resource.Quantity, maxQ resource.Quantity, isChanged bool) field.ErrorList {
+	if q == nil || !isChanged || q.Cmp(maxQ) <= 0 {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, q.String(), fmt.Sprintf("exceeds the most a VM may have here (%s)", maxQ.String()))}
+}
+
+// vmCPU is the VM's CPU count: a positive whole number, written as a number or a string.
+func vmCPU(v *intstr.IntOrString) (int64, error) {
+	if v == nil {
+		return defaultVMCPU, nil
+	}
+	n := int64(v.IntValue())
+	if v.Type == intstr.String && fmt.Sprint(n) != v.StrVal || n <= 0 {
+		return 0, fmt.Errorf("must be a positive whole number of CPUs")
+	}
+	return n, nil
+}
+
+// cloudInitUserData is the user data the guest gets: spec.cloudInit.userData, with the SSH
+// keys added to it. Keys can be added only to a #cloud-config document (or to none, which
+// makes one); a script's keys belong in the script.
+func cloudInitUserData(ci *infrav1alpha1.VMCloudInit) (string, error) {
+	if ci == nil {
+		return "", nil
+	}
+	if len(ci.SSHAuthorizedKeys) == 0 {
+		return ci.UserData, nil
+	}
+	const header = "#cloud-config"
+	doc := map[string]any{}
+	if strings.TrimSpace(ci.UserData) != "" {
+		if !strings.HasPrefix(ci.UserData, header) {
+			return "", fmt.Errorf("keys can be added only to a #cloud-config userData; put them in the userData instead")
+		}
+		if err := yaml.Unmarshal([]byte(ci.UserData), &doc); err != nil {
+			return "", fmt.Errorf("userData is not valid #cloud-config YAML: %w", err)
+		}
+	}
+	keys, _ := doc["ssh_authorized_keys"].([]any)
+	for _, k := range ci.SSHAuthorizedKeys {
+		keys = append(keys, k)
+	}
+	doc["ssh_authorized_keys"] = keys
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return "", err
+	}
+	return header + "\n" + string(out), nil
+}

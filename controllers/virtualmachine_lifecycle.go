@@ -1,0 +1,111 @@
+package controllers
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+)
+
+// VirtualMachine's resource, what helm-charts/virtualmachine renders (the launcher Pod, or a
+// KubeVirt VirtualMachine), and the pods that run the guest.
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=virtualmachines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=virtualmachines/status,verbs=get;patch
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=virtualmachines/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;patch;delete
+
+// VirtualMachineLifecycle is VirtualMachine's Go code: values from the typed spec (defaulted
+// and checked as the webhook does), phase, node and address from the guest's pod or KubeVirt's
+// VirtualMachine, and the disk kept on delete under Retain.
+type VirtualMachineLifecycle struct {
+	VMConfig
+}
+
+var (
+	_ engine.Lifecycle   = VirtualMachineLifecycle{}
+	_ engine.PodObserver = VirtualMachineLifecycle{}
+	_ engine.Adopter     = VirtualMachineLifecycle{}
+)
+
+// ObservesPods asks the engine for the guest's pod.
+func (VirtualMachineLifecycle) ObservesPods() {}
+
+func decodeVM(obj *unstructured.Unstructured) (*infrav1alpha1.VirtualMachine, error) {
+	vm := &infrav1alpha1.VirtualMachine{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, vm); err != nil {
+		return nil, fmt.Errorf("decoding virtual machine: %w", err)
+	}
+	return vm, nil
+}
+
+// Values maps the spec onto helm-charts/virtualmachine's values. The backend once chosen
+// (status.backend) is kept: a cluster that gains KubeVirt does not move running VMs.
+func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
+	vm, err := decodeVM(obj)
+	if err != nil {
+		return nil, err
+	}
+	l.Default(vm)
+	if errs := l.Validate(vm, nil); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	s := vm.Spec
+	cpu, _ := vmCPU(s.CPU)
+	userData, _ := cloudInitUserData(s.CloudInit)
+	launcherCPU := resource.NewMilliQuantity(cpu*1000, resource.DecimalSI)
+	launcherCPU.Add(launcherCPUOverhead)
+	launcherMemory := s.Memory.DeepCopy()
+	launcherMemory.Add(launcherMemoryOverhead)
+	launcherMemory = roundUpMi(launcherMemory)
+	ports := make([]any, 0, len(s.Ports))
+	for _, p := range s.Ports {
+		ports = append(ports, map[string]any{"name": p.Name, "port": int64(p.Port), "protocol": orDefault(p.Protocol, "TCP")})
+	}
+	return map[string]any{
+		"backend":     string(orDefault(vm.Status.Backend, s.Backend)),
+		"runStrategy": string(s.RunStrategy),
+		"cpu":         cpu,
+		"memory":      s.Memory.String(),
+		"image":       s.Image,
+		"disk":        map[string]any{"size": s.Disk.Size.String(), "storageClassName": deref(s.Disk.StorageClassName)},
+		"cloudInit": map[string]any{"userData": userData,
+			"metaData": fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", vm.UID, vm.Name)},
+		"ports":                      ports,
+		"shutdownGracePeriodSeconds": int64(s.ShutdownGracePeriod.Seconds()),
+		"launcher": map[string]any{"image": l.LauncherImage, "cpu": launcherCPU.String(),
+			"memory": launcherMemory.String(), "kvmResource": l.KVMResource},
+	}, nil
+}
+
+// Retain keeps the disk when the reclaim policy is Retain.
+func (VirtualMachineLifecycle) Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	policy, _, _ := unstructured.NestedString(obj.Object, "spec", "disk", "reclaimPolicy")
+	if infrav1alpha1.ReclaimPolicy(policy) != infrav1alpha1.ReclaimRetain {
+		return nil, nil
+	}
+	var keep []*unstructured.Unstructured
+	for _, c := range children {
+		if c.GetKind() == "PersistentVolumeClaim" {
+			keep = append(keep, c)
+		}
+	}
+	return keep, nil
+}
+
+// Adopt lets a VM take over the disk retained from an earlier VM of its name in its namespace:
+// VMs have no owner of their own, so the namespace (Kubernetes RBAC) is the tenant boundary.
+func (VirtualMachineLifecycle) Adopt(*unstructured.Unstructured, metav1.Object) error {
+	return nil
+}
+
+// roundUpMi is q in whole MiB, rounded up, so that requests read "2164Mi", not "2268435456".
+func roundUpMi(q resource.Quantity) resource.Quantity {
+	const mi = 1 << 20
+	return *resource.NewQuantity((q.Value()+mi-1)/mi*mi, resource.BinarySI)
+}

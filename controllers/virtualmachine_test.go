@@ -1,0 +1,131 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+)
+
+func vmPod(phase corev1.PodPhase, node string, ready bool, deleting bool) corev1.Pod {
+	p := corev1.Pod{Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase, PodIP: "10.0.0.7"}}
+	if ready {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	if deleting {
+		p.DeletionTimestamp = &metav1.Time{}
+	}
+	return p
+}
+
+func TestVMStatusPodBackend(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		strategy infrav1alpha1.RunStrategy
+		pods     []corev1.Pod
+		want     infrav1alpha1.VirtualMachinePhase
+		node, ip string
+	}{
+		{"no pod yet", infrav1alpha1.RunAlways, nil, infrav1alpha1.VMPending, "", ""},
+		{"unscheduled", infrav1alpha1.RunAlways, []corev1.Pod{vmPod(corev1.PodPending, "", false, false)}, infrav1alpha1.VMScheduling, "", ""},
+		{"booting", infrav1alpha1.RunAlways, []corev1.Pod{vmPod(corev1.PodRunning, "n1", false, false)}, infrav1alpha1.VMStarting, "", ""},
+		{"running", infrav1alpha1.RunAlways, []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, false)}, infrav1alpha1.VMRunning, "n1", "10.0.0.7"},
+		{"halting", infrav1alpha1.RunHalted, []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, true)}, infrav1alpha1.VMStopping, "", ""},
+		{"halted", infrav1alpha1.RunHalted, nil, infrav1alpha1.VMStopped, "", ""},
+		{"powered off, not rerun", infrav1alpha1.RunRerunOnFailure, []corev1.Pod{vmPod(corev1.PodSucceeded, "n1", false, false)}, infrav1alpha1.VMStopped, "", ""},
+		{"failed, manual", infrav1alpha1.RunManual, []corev1.Pod{vmPod(corev1.PodFailed, "n1", false, false)}, infrav1alpha1.VMFailed, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: tc.strategy}}
+			st := vmStatus(vm, true, nil, tc.pods)
+			if st.Phase != tc.want || st.Status != string(tc.want) || st.NodeName != tc.node || st.IP != tc.ip || st.Backend != infrav1alpha1.BackendPod {
+				t.Errorf("status = %+v, want phase %s on %q/%q, backend pod", st, tc.want, tc.node, tc.ip)
+			}
+		})
+	}
+}
+
+func TestVMStatusKubeVirtBackend(t *testing.T) {
+	kv := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"printableStatus": "Running"}}}
+	kv.SetGroupVersionKind(kubeVirtVM)
+	vm := &infrav1alpha1.VirtualMachine{}
+	st := vmStatus(vm, true, kv, []corev1.Pod{vmPod(corev1.PodRunning, "n2", true, false)})
+	if st.Backend != infrav1alpha1.BackendKubeVirt || st.Phase != infrav1alpha1.VMRunning || st.NodeName != "n2" {
+		t.Errorf("status = %+v, want kubevirt, Running on n2", st)
+	}
+	// A backend once recorded is kept, whatever is rendered now.
+	vm.Status.Backend = infrav1alpha1.BackendPod
+	if st := vmStatus(vm, true, kv, nil); st.Backend != infrav1alpha1.BackendPod {
+		t.Errorf("backend = %s, want the recorded pod", st.Backend)
+	}
+}
+
+func TestVMCPU(t *testing.T) {
+	for _, tc := range []struct {
+		in   intstr.IntOrString
+		want int64
+		ok   bool
+	}{
+		{intstr.FromString("1"), 1, true}, {intstr.FromInt32(4), 4, true},
+		{intstr.FromString("0"), 0, false}, {intstr.FromString("1.5"), 0, false},
+		{intstr.FromString("01"), 0, false}, {intstr.FromInt32(-2), 0, false},
+	} {
+		got, err := vmCPU(&tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("vmCPU(%s) = %d, %v; want %d, ok %v", tc.in.String(), got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestValidateChecksLimitsOnlyOnChange(t *testing.T) {
+	cfg := DefaultVMConfig()
+	cfg.MaxCPU = 4
+	vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{CPU: ptr.To(intstr.FromInt32(8))}}
+	cfg.Default(vm)
+	if errs := cfg.Validate(vm, nil); len(errs) != 1 || errs[0].Field != "spec.cpu" {
+		t.Fatalf("create with 8 CPUs over a limit of 4: %v, want one spec.cpu error", errs)
+	}
+	old := vm.DeepCopy()
+	vm.Spec.Memory = ptr.To(resource.MustParse("2Gi"))
+	if errs := cfg.Validate(vm, old); len(errs) != 0 {
+		t.Errorf("an update that leaves cpu alone: %v, want allowed", errs)
+	}
+}
+
+func TestCloudInitUserData(t *testing.T) {
+	key := "ssh-ed25519 AAAAC3 a@b"
+	for _, tc := range []struct {
+		name string
+		ci   *infrav1alpha1.VMCloudInit
+		want []string
+		err  string
+	}{
+		{"none", nil, nil, ""},
+		{"user data only", &infrav1alpha1.VMCloudInit{UserData: "#!/bin/sh\n"}, []string{"#!/bin/sh"}, ""},
+		{"keys only", &infrav1alpha1.VMCloudInit{SSHAuthorizedKeys: []string{key}}, []string{"#cloud-config\n", "- " + key}, ""},
+		{"keys into cloud-config", &infrav1alpha1.VMCloudInit{UserData: "#cloud-config\nssh_authorized_keys: [old]\n", SSHAuthorizedKeys: []string{key}}, []string{"- old\n- " + key}, ""},
+		{"keys with a script", &infrav1alpha1.VMCloudInit{UserData: "#!/bin/sh\n", SSHAuthorizedKeys: []string{key}}, nil, "#cloud-config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cloudInitUserData(tc.ci)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("err = %v, want one mentioning %q", err, tc.err)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("user data %q lacks %q", got, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,179 @@
+// Package devwebhook serves the operator's admission webhooks from a process outside the
+// cluster, as `make run` and the end-to-end tests do: a local CA, a serving certificate for
+// 127.0.0.1 that it signs, and the webhook configurations of config/webhook pointed at a URL on
+// 127.0.0.1 with that CA as their bundle. In a cluster, cert-manager or OLM do this instead.
+package devwebhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Files are the CA and the serving certificate in a directory; tls.crt and tls.key are the
+// names controller-runtime's webhook server reads (and watches) in its cert dir.
+type Files struct {
+	CA, CAKey, Cert, Key string
+}
+
+// FilesIn names the files in dir.
+func FilesIn(dir string) Files {
+	return Files{CA: filepath.Join(dir, "ca.crt"), CAKey: filepath.Join(dir, "ca.key"),
+		Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")}
+}
+
+// Issue writes a serving certificate for 127.0.0.1 and localhost into dir, signed by the CA in
+// dir, which it makes when there is none: issuing again rotates the certificate, and clients
+// that trust the CA keep trusting the server.
+func Issue(dir string, validFor time.Duration) (Files, error) {
+	f := FilesIn(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return f, err
+	}
+	ca, caKey, err := loadCA(f)
+	if errors.Is(err, os.ErrNotExist) {
+		ca, caKey, err = newCA(f, validFor)
+	}
+	if err != nil {
+		return f, fmt.Errorf("the webhook CA in %s: %w", dir, err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return f, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return f, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: "cloudspace-operator webhooks"},
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validFor),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return f, err
+	}
+	// The key first: a watcher that sees the new certificate must find its key.
+	if err := writePEM(f.Key, "EC PRIVATE KEY", key); err != nil {
+		return f, err
+	}
+	return f, os.WriteFile(f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+}
+
+func newCA(f Files, validFor time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cloudspace-operator local CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validFor),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writePEM(f.CAKey, "EC PRIVATE KEY", key); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(f.CA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	return ca, key, err
+}
+
+func loadCA(f Files) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	certPEM, err := os.ReadFile(f.CA)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(f.CAKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, errors.New("ca.crt or ca.key is not PEM")
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	return ca, key, err
+}
+
+func writePEM(path, typ string, key *ecdsa.PrivateKey) error {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+}
+
+// Configure applies the webhook configurations in manifests (config/webhook/manifests.yaml)
+// with every webhook pointed at baseURL plus its path and trusting caPEM.
+func Configure(ctx context.Context, c client.Client, manifests, baseURL string, caPEM []byte) error {
+	data, err := os.ReadFile(manifests)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading %s: %w", manifests, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := pointAt(obj, baseURL, caPEM); err != nil {
+			return err
+		}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("cloudspace-devwebhook"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+// pointAt replaces each webhook's in-cluster Service with baseURL and sets the CA bundle.
+func pointAt(obj *unstructured.Unstructured, baseURL string, caPEM []byte) error {
+	hooks, _, err := unstructured.NestedSlice(obj.Object, "webhooks")
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	for i, h := range hooks {
+		hook, _ := h.(map[string]any)
+		path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+		hook["clientConfig"] = map[string]any{"url": baseURL + path, "caBundle": base64.StdEncoding.EncodeToString(caPEM)}
+		hooks[i] = hook
+	}
+	return unstructured.SetNestedSlice(obj.Object, hooks, "webhooks")
+}
