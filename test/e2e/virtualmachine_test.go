@@ -101,9 +101,29 @@ func runStrategies(t *testing.T, vm *infrav1alpha1.VirtualMachine) {
 	}
 	if vm.Spec.Disk.ReclaimPolicy == infrav1alpha1.ReclaimRetain {
 		assertVolumeKept(t, diskKey.Namespace, diskKey.Name)
+		adoptsDisk(t, vm, diskKey, disk.UID)
 		return
 	}
 	waitFor(t, time.Minute, "the disk deleted", func(ctx context.Context) error { return absent(ctx, disk) })
+}
+
+// adoptsDisk: a new VM of the same name runs on the disk its predecessor kept, and owns it.
+func adoptsDisk(t *testing.T, old *infrav1alpha1.VirtualMachine, diskKey client.ObjectKey, uid types.UID) {
+	t.Helper()
+	vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name}}
+	if err := k8sClient.Create(context.Background(), vm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "Running on the kept disk", vmPhase(vm, infrav1alpha1.VMRunning))
+	sameDisk(t, diskKey, uid)
+	disk := &corev1.PersistentVolumeClaim{}
+	if err := k8sClient.Get(context.Background(), diskKey, disk); err != nil || len(disk.OwnerReferences) != 1 || disk.OwnerReferences[0].UID != vm.UID {
+		t.Errorf("the kept disk's owners %+v (%v), want the new VM %s", disk.OwnerReferences, err, vm.UID)
+	}
+	if err := k8sClient.Delete(context.Background(), vm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "the new VM gone", func(ctx context.Context) error { return absent(ctx, vm) })
 }
 
 func sameDisk(t *testing.T, key client.ObjectKey, uid types.UID) {
