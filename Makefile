@@ -168,5 +168,5 @@ undeploy: ## Remove the operator from the cluster.
 	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: bundle
-bundle: manifests ## Generate the OLM bundle (full bundle generation lands with the OLM issue).
-	@echo "bundle: not generated yet; the OLM issue builds bundle/ from config/manifests" >&2; exit 1
+bundle: manifests ## Regenerate bundle/ from config/ (version from VERSION) and validate it.
+	hack/bundle.sh

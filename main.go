@@ -111,6 +111,9 @@ func parseFlags(args []string) (*options, error) {
 		"key=value set on every workspace Ingress, e.g. cert-manager.io/cluster-issuer=letsencrypt (repeatable).",
 		annotationFlag(o.kinds.Workspace.IngressAnnotations))
 	o.kinds.VM = controllers.DefaultVMConfig()
+	// OLM's mirrored installs set the operand images in RELATED_IMAGE_* variables.
+	o.kinds.VM.DefaultImage = envOr("RELATED_IMAGE_VM_CONTAINERDISK", o.kinds.VM.DefaultImage)
+	o.kinds.VM.LauncherImage = envOr("RELATED_IMAGE_VM_LAUNCHER", o.kinds.VM.LauncherImage)
 	fs.StringVar(&o.kinds.VM.DefaultImage, "vm-default-image", o.kinds.VM.DefaultImage, "Container disk of a VirtualMachine that names none.")
 	fs.StringVar(&o.kinds.VM.LauncherImage, "vm-launcher-image", o.kinds.VM.LauncherImage, "Image that runs QEMU for the pod backend (images/vm-launcher).")
 	fs.StringVar(&o.kinds.VM.KVMResource, "vm-kvm-resource", o.kinds.VM.KVMResource,
@@ -268,7 +271,13 @@ func setupGRPC(mgr ctrl.Manager, g grpcOptions, wc controllers.WorkspaceConfig) 
 	if !ok {
 		return fmt.Errorf("--grpc-token-secret %q must be namespace/name", g.tokenSecret)
 	}
-	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(g.certFile, g.keyFile),
+	certFile, keyFile := g.certFile, g.keyFile
+	if _, err := os.Stat(certFile); certFile != "" && errors.Is(err, os.ErrNotExist) {
+		// The Secret is optional in the Deployment, so that an install never waits for it.
+		mgr.GetLogger().Info("no gRPC certificate yet: serving a self-signed one", "missing", certFile)
+		certFile, keyFile = "", ""
+	}
+	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(certFile, keyFile),
 		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
 		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning),
 		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale), grpcapi.WithMaxWatches(g.maxWatches),

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Regenerates bundle/ (and bundle.Dockerfile) from config/ with operator-sdk, reproducibly: the
+# same tree always gives the same bundle, so CI can require `git diff` to stay empty.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+hack/tools.sh operator-sdk kustomize >/dev/null
+sdk=bin/operator-sdk
+version=$(cat VERSION)
+"$sdk" generate kustomize manifests -q --apis-dir api --input-dir config/manifests --output-dir config/manifests
+rm -rf bundle
+bin/kustomize build config/manifests | "$sdk" generate bundle -q --overwrite --version "$version" \
+  --package cloudspace-operator --channels alpha --default-channel alpha --output-dir bundle
+# operator-sdk stamps the time of each run (createdAt) and, built from source without its release
+# ldflags, calls itself "unknown": drop the one, name the other.
+csv=bundle/manifests/cloudspace-operator.clusterserviceversion.yaml
+sed -i '/^    createdAt: /d' "$csv"
+sdk_version=$(grep -o "operator-framework/operator-sdk v[0-9.]*" hack/tools/operator-sdk/go.mod | cut -d" " -f2)
+sed -i "s/operator-sdk-unknown/operator-sdk-$sdk_version/" "$csv" bundle/metadata/annotations.yaml bundle.Dockerfile
+"$sdk" bundle validate ./bundle --select-optional suite=operatorframework
