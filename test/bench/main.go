@@ -1,6 +1,7 @@
 // Command bench measures the operator on a private embedded (KWOK) cluster: N GenericDaemons
 // created through the operator against the same chart objects created directly (the floor), a
-// forced resync (an operator restart with nothing changed), and an idle steady-state window.
+// forced resync (an operator restart with nothing changed), an idle steady-state window, the
+// workspace API's create-and-wait calls, and VirtualMachines created at once until all run.
 // It prints a table and, with -json, writes the figures for run-to-run comparison.
 package main
 
@@ -23,6 +24,7 @@ import (
 type options struct {
 	n          int
 	workspaces int
+	vms        int
 	workers    int
 	steady     time.Duration
 	timeout    time.Duration
@@ -46,6 +48,8 @@ type Report struct {
 	CreateAndWait  Latency `json:"workspaceCreateAndWait"`
 	CreateP50Ratio float64 `json:"createAndWaitP50RatioToFloor"`
 	CreateP99Ratio float64 `json:"createAndWaitP99RatioToFloor"`
+	// VirtualMachines is nil when the run made none (-vms 0).
+	VirtualMachines *VMPhase `json:"virtualMachines"`
 }
 
 // Phase is one measured stretch of the run.
@@ -63,6 +67,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 500, "GenericDaemons to create")
 	flag.IntVar(&o.workspaces, "workspaces", 100, "concurrent create-and-wait calls (and Deployments for their floor)")
+	flag.IntVar(&o.vms, "vms", 100, "VirtualMachines created at once (0: no VirtualMachine phase)")
 	flag.IntVar(&o.workers, "workers", 16, "concurrent creators")
 	flag.DurationVar(&o.steady, "steady", 30*time.Second, "idle window measured after convergence")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for each phase")
@@ -166,6 +171,15 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.CreateAndWait, err = b.createAndWait(ctx); err != nil {
 		return nil, fmt.Errorf("workspaces: %w", err)
 	}
+	if b.o.vms > 0 {
+		// The VM phase starts an operator of its own: its flags depend on what the nodes offer.
+		if err := op.Stop(time.Minute); err != nil {
+			return nil, fmt.Errorf("stopping the operator: %w", err)
+		}
+		if rep.VirtualMachines, err = b.virtualMachines(ctx); err != nil {
+			return nil, fmt.Errorf("virtual machines: %w", err)
+		}
+	}
 	rep.ReadyRatio = rep.Operator.Seconds / rep.Floor.Seconds
 	rep.WritesRatio = rep.Operator.WritesPerCR / rep.Floor.WritesPerCR
 	rep.CreateP50Ratio = rep.CreateAndWait.P50 / rep.PodsFloor.P50
@@ -185,13 +199,13 @@ func report(r *Report, jsonPath string) error {
 	row(fmt.Sprintf("steady state (%.0fs idle)", r.Steady.Seconds), r.Steady)
 	fmt.Printf("\nready time vs floor: %.2fx   writes per CR vs floor: %.2fx\n", r.ReadyRatio, r.WritesRatio)
 	fmt.Printf("\nWorkspaces: %d concurrent calls\n\n%-44s %8s %8s %8s %8s\n", r.CreateAndWait.N, "", "p50 s", "p99 s", "max s", "wall s")
-	lat := func(name string, l Latency) {
-		fmt.Printf("%-44s %8.2f %8.2f %8.2f %8.2f\n", name, l.P50, l.P99, l.Max, l.Seconds)
-	}
-	lat("floor: Deployment created → pod ready", r.PodsFloor)
-	lat("floor with a PVC each (the workspace's shape)", r.VolumeFloor)
-	lat("createSpaceAndWaitForRunning (gRPC)", r.CreateAndWait)
+	latencyRow("floor: Deployment created → pod ready", r.PodsFloor)
+	latencyRow("floor with a PVC each (the workspace's shape)", r.VolumeFloor)
+	latencyRow("createSpaceAndWaitForRunning (gRPC)", r.CreateAndWait)
 	fmt.Printf("\ncreate-and-wait vs floor: p50 %.2fx, p99 %.2fx\n", r.CreateP50Ratio, r.CreateP99Ratio)
+	if r.VirtualMachines != nil {
+		reportVMs(r.VirtualMachines)
+	}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -201,4 +215,8 @@ func report(r *Report, jsonPath string) error {
 		return os.WriteFile(jsonPath, append(data, '\n'), 0o644)
 	}
 	return nil
+}
+
+func latencyRow(name string, l Latency) {
+	fmt.Printf("%-44s %8.2f %8.2f %8.2f %8.2f\n", name, l.P50, l.P99, l.Max, l.Seconds)
 }

@@ -98,7 +98,7 @@ func (b *bench) resync(ctx context.Context, op *framework.Operator) (Phase, erro
 	fmt.Println("bench: forced resync: a new operator over the unchanged GenericDaemons")
 	return b.phase(ctx, op, func() error {
 		return b.waitUntil(ctx, func(ctx context.Context) (bool, error) {
-			n, err := reconciles(ctx, op)
+			n, err := reconciles(ctx, op, genericDaemonController)
 			return n >= float64(b.o.n), err
 		})
 	})
@@ -113,8 +113,14 @@ func (b *bench) idle(ctx context.Context, op *framework.Operator) (Phase, error)
 	})
 }
 
-// phase runs fn and records its duration, the API writes it caused and the operator's CPU.
+// phase runs fn and records its duration, the API writes it caused per GenericDaemon and the
+// operator's CPU.
 func (b *bench) phase(ctx context.Context, op *framework.Operator, fn func() error) (Phase, error) {
+	return b.phaseOver(ctx, op, b.o.n, fn)
+}
+
+// phaseOver is phase for a stretch that made crs custom resources: its writes are per one of them.
+func (b *bench) phaseOver(ctx context.Context, op *framework.Operator, crs int, fn func() error) (Phase, error) {
 	before, err := framework.APIWrites(ctx, b.cs.RESTClient())
 	if err != nil {
 		return Phase{}, err
@@ -136,11 +142,11 @@ func (b *bench) phase(ctx context.Context, op *framework.Operator, fn func() err
 	}
 	// Leases are the control plane's own heartbeats, not work caused by the phase.
 	p.Writes = framework.Sum(after) - framework.Sum(before) - (after["leases"] - before["leases"])
-	p.WritesPerCR = p.Writes / float64(b.o.n)
+	p.WritesPerCR = p.Writes / float64(crs)
 	p.WritesPerCRByResource = map[string]float64{}
 	for r, n := range after {
 		if d := n - before[r]; d > 0 && r != "leases" {
-			p.WritesPerCRByResource[r] = d / float64(b.o.n)
+			p.WritesPerCRByResource[r] = d / float64(crs)
 		}
 	}
 	if op != nil {
@@ -153,12 +159,14 @@ func (b *bench) phase(ctx context.Context, op *framework.Operator, fn func() err
 	return p, nil
 }
 
-func (b *bench) startOperator(ctx context.Context, logName string) (*framework.Operator, error) {
+// startOperator starts the operator with the bench's flags and extraArgs, and waits until it is ready.
+func (b *bench) startOperator(ctx context.Context, logName string, extraArgs ...string) (*framework.Operator, error) {
 	port, err := framework.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false"}, b.grpcArgs...)
+	args = append(args, extraArgs...)
 	op, err := framework.StartOperator(b.o.operator, b.cluster.Kubeconfig, filepath.Join(b.work, logName), args...)
 	if err != nil {
 		return nil, err
@@ -169,8 +177,14 @@ func (b *bench) startOperator(ctx context.Context, logName string) (*framework.O
 	return op, op.WaitReady(readyCtx)
 }
 
-// reconciles reads the operator's GenericDaemon reconcile count from its metrics endpoint.
-func reconciles(ctx context.Context, op *framework.Operator) (float64, error) {
+// Controller names, as the operator's metrics label them (the kind's key).
+const (
+	genericDaemonController = "genericdaemon.infra.cloudspace.dev"
+	workspaceController     = "workspace.infra.cloudspace.dev"
+)
+
+// reconciles reads the named controller's reconcile count from the operator's metrics endpoint.
+func reconciles(ctx context.Context, op *framework.Operator, controller string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+op.MetricsAddr+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -185,7 +199,7 @@ func reconciles(ctx context.Context, op *framework.Operator) (float64, error) {
 		return 0, err
 	}
 	counts, err := framework.SumCounter(raw, "controller_runtime_reconcile_total", func(labels map[string]string) (string, bool) {
-		return "", labels["controller"] == "genericdaemon.infra.cloudspace.dev"
+		return "", labels["controller"] == controller
 	})
 	return counts[""], err
 }
