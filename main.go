@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/operator-framework/operator-lib/proxy"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -321,7 +322,9 @@ func run(ctx context.Context, o *options) error {
 	if o.kinds.Workspace.AccessKey, err = accessKey(ctx, cfg, o.accessKeySecret); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, ws, o.kinds, engine.WithNamespaces(o.watchNamespaces)); err != nil {
+	if err := controllers.Setup(mgr, ws, o.kinds, engine.WithNamespaces(o.watchNamespaces),
+		// OLM passes the cluster's proxy to the operator; the operands reach out through it too.
+		engine.WithOperandEnv(proxy.ReadProxyVarsFromEnv())); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
 	if mopts.WebhookServer != nil {

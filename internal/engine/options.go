@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,6 +28,7 @@ type config struct {
 	deleteInterval   time.Duration
 	reconcileTimeout time.Duration
 	statusInterval   time.Duration
+	operandEnv       []corev1.EnvVar
 }
 
 func defaultConfig() config {

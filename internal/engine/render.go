@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"strconv"
 	"time"
 
@@ -41,7 +42,7 @@ func (r *reconciler) desired(s *scope) ([]*unstructured.Unstructured, error) {
 		return objs, nil
 	}
 	start := time.Now()
-	objs, err := renderChildren(r.chart, r.lifecycle, s.obj, in)
+	objs, err := renderChildren(r.chart, r.lifecycle, s.obj, in, r.cfg.operandEnv)
 	r.metrics.renderSeconds.WithLabelValues(r.gvk.Kind).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
@@ -64,10 +65,11 @@ func inputsKey(in render.Input, parts ...string) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
-// renderChildren renders the chart for owner and decorates every child: labels, the owner
-// record (a controller reference, or for the children the lifecycle retains the
-// AnnotationRetainedFor annotation) and the spec hash. It reads nothing from the cluster.
-func renderChildren(chart *render.Chart, lc Lifecycle, owner *unstructured.Unstructured, in render.Input) ([]*unstructured.Unstructured, error) {
+// renderChildren renders the chart for owner and decorates every child: the operand env in its
+// containers, labels, the owner record (a controller reference, or for the children the
+// lifecycle retains the AnnotationRetainedFor annotation) and the spec hash. It reads nothing
+// from the cluster.
+func renderChildren(chart *render.Chart, lc Lifecycle, owner *unstructured.Unstructured, in render.Input, env []corev1.EnvVar) ([]*unstructured.Unstructured, error) {
 	objs, err := chart.Render(in)
 	if err != nil {
 		return nil, err
@@ -81,6 +83,9 @@ func renderChildren(chart *render.Chart, lc Lifecycle, owner *unstructured.Unstr
 		retained[inventoryEntry(k).ID] = true
 	}
 	for _, o := range objs {
+		if err := addOperandEnv(o, env); err != nil {
+			return nil, err
+		}
 		if err := decorate(o, owner, chart.Name(), chart.Version(), retained[inventoryEntry(o).ID]); err != nil {
 			return nil, err
 		}
@@ -97,7 +102,7 @@ func Preview(chart *render.Chart, lc Lifecycle, cr *unstructured.Unstructured, c
 	}
 	return renderChildren(chart, lc, cr, render.Input{
 		Name: cr.GetName(), Namespace: cr.GetNamespace(), Values: values, Capabilities: caps,
-	})
+	}, nil)
 }
 
 // checkScope checks that every child can be owned by the CR: a namespaced kind the cluster

@@ -120,6 +120,11 @@ type runningManager struct {
 // Workspace with their Go lifecycles and Demo, a chart kind that no Go code knows. With
 // namespaces, it serves only those (as WATCH_NAMESPACE does).
 func startManager(namespaces ...string) (*runningManager, error) {
+	return startManagerWith(nil, namespaces...)
+}
+
+// startManagerWith is startManager with more engine options (operand env, say).
+func startManagerWith(opts []engine.Option, namespaces ...string) (*runningManager, error) {
 	os.Setenv("DEMO_PORT", "8080")
 	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "test", "testdata", "watches.yaml"))
 	if err != nil {
@@ -155,7 +160,7 @@ func startManager(namespaces ...string) (*runningManager, error) {
 			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
 		},
 		VM: vmConfig,
-	}, engine.WithNamespaces(namespaces)); err != nil {
+	}, append(opts, engine.WithNamespaces(namespaces))...); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
