@@ -74,11 +74,19 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: lint-charts test-unit test-integration test-e2e ## Run chart lint, unit, envtest integration and end-to-end tests.
+test: lint-charts test-unit test-launcher test-scorecard test-integration test-e2e ## Run chart lint, unit, launcher, scorecard, envtest integration and end-to-end tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
 	go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+
+.PHONY: test-launcher
+test-launcher: ## Test the VirtualMachine launcher script under every shell found (whole runs need qemu-img, genisoimage, socat).
+	sh images/vm-launcher/test.sh
+
+.PHONY: test-scorecard
+test-scorecard: ## Run scorecard's six stock tests on bundle/ with the scorecard-test binary (as root: a private mount namespace).
+	hack/scorecard.sh
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests against a real kube-apiserver and etcd (envtest).
@@ -88,7 +96,7 @@ test-integration: ## Run the integration tests against a real kube-apiserver and
 .PHONY: test-e2e
 test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
+	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager E2E_SCORECARD_TESTS=$(BIN)/scorecard-tests go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
 
 BENCH_N ?= 500
 BENCH_ARGS ?=
@@ -106,8 +114,9 @@ abuse: build ## Attack the workspace API on a private embedded cluster (bounded;
 ##@ Build
 
 .PHONY: build
-build: ## Build the operator binary into bin/manager.
+build: ## Build the operator into bin/manager and its scorecard tests into bin/scorecard-tests.
 	go build -o $(BIN)/manager .
+	go build -o $(BIN)/scorecard-tests ./cmd/scorecard-tests
 
 # With DEV_CLUSTER=1, or when no cluster is named by KUBECONFIG (or ~/.kube/config), `make run`
 # starts the embedded cluster and points the operator at it.
