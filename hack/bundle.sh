@@ -7,6 +7,9 @@ cd "$root"
 hack/tools.sh operator-sdk kustomize >/dev/null
 sdk=bin/operator-sdk
 version=$(cat VERSION)
+# Each kind's description and field descriptors, from the CRDs and the Go types: operator-sdk
+# reads CSV markers only in Go projects, not in a hybrid one.
+go run ./hack/csvdesc
 "$sdk" generate kustomize manifests -q --apis-dir api --input-dir config/manifests --output-dir config/manifests
 rm -rf bundle
 bin/kustomize build config/manifests | "$sdk" generate bundle -q --overwrite --version "$version" \
