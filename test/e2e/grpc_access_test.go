@@ -40,10 +40,11 @@ func TestIDEAccessIsTheOwnersOnly(t *testing.T) {
 		}
 	}
 
+	// The Deployment is applied after the access Secret (Helm's install order): wait for it.
 	dep := &appsv1.Deployment{}
-	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: workspaceNS, Name: name}, dep); err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, time.Minute, "the IDE's Deployment", func(ctx context.Context) error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: name}, dep)
+	})
 	pvc := &corev1.PersistentVolumeClaim{}
 	pvcKey := client.ObjectKey{Namespace: workspaceNS, Name: name + "-home"}
 	waitFor(t, time.Minute, "the volume", func(ctx context.Context) error { return k8sClient.Get(ctx, pvcKey, pvc) })
