@@ -26,8 +26,9 @@ var (
 	// grpcAddr and grpcTLS are where the operator serves the workspace API, and its CA.
 	grpcAddr string
 	grpcTLS  framework.TLSFiles
-	// restartOperator stops the operator and starts it again with the same flags.
-	restartOperator func(ctx context.Context) error
+	// restartOperator stops the operator and starts it again with the same flags, and extra
+	// ones after them (a later flag wins).
+	restartOperator func(ctx context.Context, extra ...string) error
 	// operatorBinary and operatorArgs are how the operator was started, for a second replica.
 	operatorBinary string
 	operatorArgs   []string
@@ -112,10 +113,10 @@ func setUp(ctx context.Context, binary, work string) error {
 	args = append(args, hookArgs...)
 	operatorBinary, operatorArgs = binary, args
 	runs := 0
-	start := func(ctx context.Context) error {
+	start := func(ctx context.Context, extra ...string) error {
 		runs++
 		log := filepath.Join(work, fmt.Sprintf("operator-%d.log", runs))
-		if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, log, args...); err != nil {
+		if operator, err = framework.StartOperator(binary, cluster.Kubeconfig, log, append(args[:len(args):len(args)], extra...)...); err != nil {
 			return err
 		}
 		if err := operator.WaitReady(ctx); err != nil {
@@ -123,11 +124,11 @@ func setUp(ctx context.Context, binary, work string) error {
 		}
 		return nil
 	}
-	restartOperator = func(ctx context.Context) error {
+	restartOperator = func(ctx context.Context, extra ...string) error {
 		if err := operator.Stop(time.Minute); err != nil {
 			return fmt.Errorf("stopping the operator: %w", err)
 		}
-		return start(ctx)
+		return start(ctx, extra...)
 	}
 	return start(ctx)
 }
