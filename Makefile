@@ -74,7 +74,7 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: lint-charts test-unit test-launcher test-scorecard test-integration test-e2e ## Run chart lint, unit, launcher, scorecard, envtest integration and end-to-end tests.
+test: lint-charts test-unit test-launcher test-scorecard test-integration test-e2e test-olm ## Run chart lint, unit, launcher, scorecard, envtest, end-to-end and OLM install tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
@@ -97,6 +97,14 @@ test-integration: ## Run the integration tests against a real kube-apiserver and
 test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
 	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager E2E_SCORECARD_TESTS=$(BIN)/scorecard-tests go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
+
+.PHONY: test-olm
+test-olm: build ## Install the bundle through OLM (catalog, Subscription, upgrade) on a private embedded cluster, in a private network namespace (as root).
+	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl olm catalog opm
+	go test -c -o $(BIN)/olm.test ./test/olm
+	OLM_CRDS=$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)/deploy/chart/crds \
+		E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager NETNS=1 \
+		hack/netns.sh $(BIN)/olm.test -test.count=1 -test.timeout=15m $(if $(V),-test.v)
 
 BENCH_N ?= 500
 BENCH_ARGS ?=

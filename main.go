@@ -86,8 +86,8 @@ func parseFlags(args []string) (*options, error) {
 		"Elect a leader so that only one replica reconciles; on by default when running in a cluster.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "cloudspace-operator.infra.cloudspace.dev",
 		"Name of the Lease used for leader election.")
-	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
-		"Namespace of the leader-election Lease; the operator's own namespace when empty.")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"),
+		"Namespace of the leader-election Lease; the operator's own (env POD_NAMESPACE, else its service account's) when empty.")
 	fs.StringVar(&o.watchesFile, "watches-file", envOr("WATCHES_FILE", "./watches.yaml"),
 		"Path of watches.yaml, which maps each kind to its chart (env WATCHES_FILE).")
 	fs.DurationVar(&o.gracefulShutdownTime, "graceful-shutdown-timeout", 30*time.Second,

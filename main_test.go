@@ -23,6 +23,7 @@ func TestParseFlags(t *testing.T) {
 	t.Setenv("WATCH_NAMESPACE", "dev,staging")
 	t.Setenv("WATCHES_FILE", "/opt/cloudspace/watches.yaml")
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("POD_NAMESPACE", "operators")
 	o, err := parseFlags([]string{"--metrics-bind-address=:8443"})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,9 @@ func TestParseFlags(t *testing.T) {
 	if !slices.Equal(o.watchNamespaces, []string{"dev", "staging"}) {
 		t.Errorf("namespaces = %q", o.watchNamespaces)
 	}
-	if o.watchesFile != "/opt/cloudspace/watches.yaml" || o.metricsAddr != ":8443" || !o.metricsSecure {
+	// OLM's Deployment sets POD_NAMESPACE: the Lease lives there, also for the CSV's command
+	// line run outside the cluster.
+	if o.watchesFile != "/opt/cloudspace/watches.yaml" || o.metricsAddr != ":8443" || !o.metricsSecure || o.leaderElectionNS != "operators" {
 		t.Errorf("options = %+v", o)
 	}
 	opts, err := managerOptions(o)

@@ -6,6 +6,8 @@
 # Usage: hack/dev-cluster.sh up|down|status
 #   DEV_CLUSTER_DIR   state, logs and kubeconfig (default: <repo>/.dev-cluster)
 #   DEV_CLUSTER_NAME  kwokctl cluster name (default: cloudspace)
+#   DEV_CLUSTER_ADVERTISE_ADDRESS  kube-apiserver's --advertise-address, for a network namespace
+#                     with nothing but loopback, where it finds no address of its own (never used)
 #
 # Storage: a default StorageClass "standard" provisioned with hostPath volumes by the controller
 # manager (development only), so that Workspace volumes bind and their pods run.
@@ -51,6 +53,14 @@ componentsPatches:
   - key: enable-hostpath-provisioner
     value: "true"
 EOF
+  if [ -n "${DEV_CLUSTER_ADVERTISE_ADDRESS:-}" ]; then
+    cat >>"$dir/kwokctl.yaml" <<EOF
+- name: kube-apiserver
+  extraArgs:
+  - key: advertise-address
+    value: $DEV_CLUSTER_ADVERTISE_ADDRESS
+EOF
+  fi
 }
 
 storage() {

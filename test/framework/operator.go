@@ -2,15 +2,12 @@ package framework
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -18,14 +15,12 @@ import (
 
 // Operator is the operator binary running as a child process.
 type Operator struct {
+	*Process
 	ProbeAddr string
 	// MetricsAddr is where the operator serves metrics, when the caller enabled them.
 	MetricsAddr string
 	// PprofAddr serves /debug/pprof, for goroutine dumps when a test fails.
 	PprofAddr string
-	LogPath   string
-	cmd       *exec.Cmd
-	done      chan error
 }
 
 // StartOperator runs binary against kubeconfig with the repository's watches.yaml, probes on a
@@ -39,10 +34,7 @@ func StartOperator(binary, kubeconfig, logPath string, extraArgs ...string) (*Op
 	if err != nil {
 		return nil, err
 	}
-	o := &Operator{
-		ProbeAddr: fmt.Sprintf("127.0.0.1:%d", port), PprofAddr: fmt.Sprintf("127.0.0.1:%d", pprofPort),
-		LogPath: logPath, done: make(chan error, 1),
-	}
+	o := &Operator{ProbeAddr: fmt.Sprintf("127.0.0.1:%d", port), PprofAddr: fmt.Sprintf("127.0.0.1:%d", pprofPort)}
 	args := append([]string{
 		"--health-probe-bind-address=" + o.ProbeAddr,
 		"--pprof-bind-address=" + o.PprofAddr,
@@ -50,32 +42,17 @@ func StartOperator(binary, kubeconfig, logPath string, extraArgs ...string) (*Op
 		"--watches-file=" + filepath.Join(RepoRoot(), "watches.yaml"),
 		"--zap-devel=false",
 	}, extraArgs...)
-	logFile, err := os.Create(logPath)
-	if err != nil {
+	if o.Process, err = StartProcess(binary, logPath, []string{"KUBECONFIG=" + kubeconfig}, args...); err != nil {
 		return nil, err
 	}
-	o.cmd = exec.Command(binary, args...)
-	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
-	if err := o.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", binary, err)
-	}
-	go func() { o.done <- o.cmd.Wait(); logFile.Close() }()
 	return o, nil
 }
-
-// PID is the operator's process id.
-func (o *Operator) PID() int { return o.cmd.Process.Pid }
 
 // WaitReady waits until /readyz answers 200, failing early if the process exits.
 func (o *Operator) WaitReady(ctx context.Context) error {
 	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case err := <-o.done:
-			o.done <- err
+		if err, exited := o.Exited(); exited {
 			return false, fmt.Errorf("operator exited before it was ready: %v (log: %s)", err, o.LogPath)
-		default:
 		}
 		code, err := o.Probe(ctx, "/readyz")
 		return err == nil && code == http.StatusOK, nil
@@ -115,21 +92,6 @@ func (o *Operator) DumpGoroutines(ctx context.Context) (string, error) {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return path, err
-}
-
-// Stop sends SIGTERM and waits for the exit; it returns the process's exit error, if any.
-func (o *Operator) Stop(timeout time.Duration) error {
-	if err := o.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	select {
-	case err := <-o.done:
-		o.done <- err
-		return err
-	case <-time.After(timeout):
-		_ = o.cmd.Process.Kill()
-		return fmt.Errorf("operator did not stop within %s of SIGTERM", timeout)
-	}
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.

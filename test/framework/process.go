@@ -1,11 +1,70 @@
 package framework
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
+
+// Process is a program the tests run in the background, its output in a log file.
+type Process struct {
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan error
+}
+
+// StartProcess runs binary with args and env (added to this process's environment), its
+// output in logPath.
+func StartProcess(binary, logPath string, env []string, args ...string) (*Process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{LogPath: logPath, cmd: exec.Command(binary, args...), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", binary, err)
+	}
+	go func() { p.done <- p.cmd.Wait(); logFile.Close() }()
+	return p, nil
+}
+
+// PID is the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited returns the process's exit error if it has exited, and whether it has.
+func (p *Process) Exited() (error, bool) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err, true
+	default:
+		return nil, false
+	}
+}
+
+// Stop sends SIGTERM and waits for the exit, killing the process after timeout; it returns
+// the process's exit error, if any.
+func (p *Process) Stop(timeout time.Duration) error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.cmd.Path, timeout)
+	}
+}
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on Linux).
 const clockTicks = 100

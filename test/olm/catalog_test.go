@@ -1,0 +1,136 @@
+package olm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blang/semver/v4"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+const (
+	packageName = "cloudspace-operator"
+	channel     = "alpha"
+	csvFile     = "cloudspace-operator.clusterserviceversion.yaml"
+)
+
+// csvName is the CSV name of a version of the package.
+func csvName(version string) string { return packageName + ".v" + version }
+
+// bundleVersion writes the repository's bundle as another version of the operator, as `make
+// bundle` with that VERSION would, replacing the version before it in the channel: a new CSV
+// name and version, the operator image of that version, and `replaces`.
+func bundleVersion(t *testing.T, version, replaces string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bundle-"+version)
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(framework.RepoRoot(), "bundle"))); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "manifests", csvFile)
+	csv := readCSV(t, path)
+	from := csv.Spec.Version.String()
+	csv.Name = csvName(version)
+	csv.Spec.Version.Version = semver.MustParse(version)
+	csv.Spec.Replaces = replaces
+	for i := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		pod := &csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[i].Spec.Template.Spec
+		for j := range pod.Containers {
+			pod.Containers[j].Image = strings.Replace(pod.Containers[j].Image, ":v"+from, ":v"+version, 1)
+		}
+	}
+	out, err := yaml.Marshal(csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func readCSV(t *testing.T, path string) *operatorsv1alpha1.ClusterServiceVersion {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := yaml.Unmarshal(data, csv); err != nil {
+		t.Fatal(err)
+	}
+	return csv
+}
+
+// catalogBundle is a bundle directory and what it replaces in the channel.
+type catalogBundle struct {
+	dir, name, replaces string
+}
+
+// serveCatalog writes a file-based catalog of the package with bundles in one channel, each
+// rendered by `opm render` (its objects inline: no bundle image, no unpack job), and serves it
+// with `opm serve` on a free port; it returns the address.
+func serveCatalog(t *testing.T, bundles ...catalogBundle) string {
+	t.Helper()
+	var fbc strings.Builder
+	fmt.Fprintf(&fbc, "---\nschema: olm.package\nname: %s\ndefaultChannel: %s\n", packageName, channel)
+	fmt.Fprintf(&fbc, "---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n", packageName, channel)
+	for _, b := range bundles {
+		fmt.Fprintf(&fbc, "- name: %s\n", b.name)
+		if b.replaces != "" {
+			fmt.Fprintf(&fbc, "  replaces: %s\n", b.replaces)
+		}
+	}
+	for _, b := range bundles {
+		out, err := exec.Command(filepath.Join(binDir, "opm"), "render", b.dir, "-o", "yaml").Output()
+		if err != nil {
+			t.Fatalf("opm render %s: %v", b.dir, err)
+		}
+		fbc.Write(out)
+	}
+	dir := filepath.Join(t.TempDir(), "catalog")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "catalog.yaml"), []byte(fbc.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(binDir, "opm"), "validate", dir).CombinedOutput(); err != nil {
+		t.Fatalf("opm validate: %v\n%s", err, out)
+	}
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	opm, err := framework.StartProcess(filepath.Join(binDir, "opm"), filepath.Join(work, "opm.log"), nil,
+		"serve", dir, "-p", fmt.Sprint(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = opm.Stop(10 * time.Second) })
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if err, exited := opm.Exited(); exited {
+			return false, fmt.Errorf("opm serve exited: %v", err)
+		}
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("opm serve did not listen on %s: %v (log: %s)", addr, err, opm.LogPath)
+	}
+	return addr
+}

@@ -1,0 +1,234 @@
+package olm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+// installedManager is the manager of an installed CSV, run as a local process: KWOK runs no
+// container, so the Deployment OLM made is Available but nothing in it runs.
+type installedManager struct {
+	*framework.Process
+	csv         *operatorsv1alpha1.ClusterServiceVersion
+	probeAddr   string
+	metricsAddr string
+}
+
+// runInstalledManager runs the manager container of csv's Deployment as a local process: its
+// arguments and environment as the kubelet would give them (variables expanded, field
+// references resolved from the Deployment OLM made), with the credentials of its service
+// account, so that the CSV's RBAC is what it runs with. Only what a process outside the pod
+// cannot have is its own: the addresses it listens on (127.0.0.1, free ports; metrics in plain
+// HTTP, for the test to read), the watches file and the webhook certificate (files the image
+// carries or OLM mounts).
+func runInstalledManager(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion) *installedManager {
+	t.Helper()
+	spec := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[0]
+	live := &appsv1.Deployment{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: operatorNS, Name: spec.Name}, live); err != nil {
+		t.Fatal(err)
+	}
+	container := spec.Spec.Template.Spec.Containers[0]
+	env, err := containerEnv(container.Env, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &installedManager{csv: csv, probeAddr: freeAddr(t), metricsAddr: freeAddr(t)}
+	tls, err := framework.NewTLSFiles(filepath.Join(t.TempDir(), "webhook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := localArgs(expand(container.Args, env), map[string]string{
+		"--watches-file":              filepath.Join(framework.RepoRoot(), "watches.yaml"),
+		"--health-probe-bind-address": m.probeAddr,
+		"--metrics-bind-address":      m.metricsAddr,
+		"--metrics-secure":            "false",
+		"--grpc-bind-address":         freeAddr(t),
+		"--webhook-bind-address":      freeAddr(t),
+		"--webhook-cert-dir":          filepath.Dir(tls.Cert),
+	})
+	kubeconfig := serviceAccountKubeconfig(t, spec.Spec.Template.Spec.ServiceAccountName)
+	log := filepath.Join(work, csv.Name+"-manager.log")
+	if m.Process, err = framework.StartProcess(os.Getenv("E2E_OPERATOR"), log, append(env, "KUBECONFIG="+kubeconfig), args...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop(time.Minute) })
+	waitFor(t, time.Minute, csv.Name+"'s manager to be ready (log: "+log+")", func(ctx context.Context) error {
+		if err, exited := m.Exited(); exited {
+			t.Fatalf("the manager exited: %v (log: %s)", err, log)
+		}
+		_, err := m.get(ctx, m.probeAddr, "/readyz")
+		return err
+	})
+	return m
+}
+
+// containerEnv resolves env as the kubelet does for the pod of dep: values as they are, field
+// references from the pod's metadata (the Deployment's template, where OLM puts the
+// olm.targetNamespaces annotation WATCH_NAMESPACE reads).
+func containerEnv(env []corev1.EnvVar, dep *appsv1.Deployment) ([]string, error) {
+	var out []string
+	for _, e := range env {
+		switch {
+		case e.ValueFrom == nil:
+			out = append(out, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil:
+			v, err := fieldValue(e.ValueFrom.FieldRef.FieldPath, dep)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			out = append(out, e.Name+"="+v)
+		default:
+			return nil, fmt.Errorf("env %s: only values and field references are resolved here", e.Name)
+		}
+	}
+	return out, nil
+}
+
+var annotationPath = regexp.MustCompile(`^metadata\.annotations\['([^']+)'\]$`)
+
+func fieldValue(path string, dep *appsv1.Deployment) (string, error) {
+	if path == "metadata.namespace" {
+		return dep.Namespace, nil
+	}
+	if m := annotationPath.FindStringSubmatch(path); m != nil {
+		v, ok := dep.Spec.Template.Annotations[m[1]]
+		if !ok {
+			return "", fmt.Errorf("the pod template has no annotation %s", m[1])
+		}
+		return v, nil
+	}
+	return "", fmt.Errorf("field %s is not resolved here", path)
+}
+
+// expand replaces $(NAME) in args with env's values, as the kubelet does.
+func expand(args []string, env []string) []string {
+	values := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		values[k] = v
+	}
+	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = ref.ReplaceAllStringFunc(a, func(s string) string {
+			if v, ok := values[s[2:len(s)-1]]; ok {
+				return v
+			}
+			return s
+		})
+	}
+	return out
+}
+
+// localArgs replaces the values of the flags in local (and adds those args lack).
+func localArgs(args []string, local map[string]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if v, ok := local[name]; ok {
+			a, seen[name] = name+"="+v, true
+		}
+		out = append(out, a)
+	}
+	for name, v := range local {
+		if !seen[name] {
+			out = append(out, name+"="+v)
+		}
+	}
+	return out
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the service account.
+func serviceAccountKubeconfig(t *testing.T, name string) string {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	tok, err := clientset.CoreV1().ServiceAccounts(operatorNS).CreateToken(context.Background(), name, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := cluster.Config.CAData
+	if len(ca) == 0 {
+		if ca, err = os.ReadFile(cluster.Config.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["olm"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: ca}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["olm"] = &clientcmdapi.Context{Cluster: "olm", AuthInfo: name}
+	cfg.CurrentContext = "olm"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+func (m *installedManager) get(ctx context.Context, addr, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return body, err
+}
+
+// waitReconciled waits until the manager has reconciled at least n resources successfully.
+func (m *installedManager) waitReconciled(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, time.Minute, fmt.Sprintf("%d reconciles", n), func(ctx context.Context) error {
+		raw, err := m.get(ctx, m.metricsAddr, "/metrics")
+		if err != nil {
+			return err
+		}
+		counts, err := framework.SumCounter(raw, "controller_runtime_reconcile_total", func(l map[string]string) (string, bool) {
+			return l["result"], l["result"] == "success"
+		})
+		if err != nil {
+			return err
+		}
+		if got := counts["success"]; got < float64(n) {
+			return fmt.Errorf("%v successful reconciles", got)
+		}
+		return nil
+	})
+}
