@@ -111,6 +111,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.Func("workspace-ingress-annotation",
 		"key=value set on every workspace Ingress, e.g. cert-manager.io/cluster-issuer=letsencrypt (repeatable).",
 		annotationFlag(o.kinds.Workspace.IngressAnnotations))
+	fs.StringVar(&o.kinds.Workspace.IDEImage, "workspace-ide-image", os.Getenv("RELATED_IMAGE_WORKSPACE_IDE"),
+		"Image that runs in place of the default IDE image, e.g. its mirror (env RELATED_IMAGE_WORKSPACE_IDE); workspaces naming their own image keep it.")
 	o.kinds.VM = controllers.DefaultVMConfig()
 	// OLM's mirrored installs set the operand images in RELATED_IMAGE_* variables.
 	o.kinds.VM.DefaultImage = envOr("RELATED_IMAGE_VM_CONTAINERDISK", o.kinds.VM.DefaultImage)

@@ -51,6 +51,9 @@ type WorkspaceConfig struct {
 	// IngressAnnotations are set on every workspace Ingress, e.g. cert-manager's
 	// cert-manager.io/cluster-issuer so that the TLS Secret is issued by itself.
 	IngressAnnotations map[string]string
+	// IDEImage, when set, runs in place of the default IDE image, which the CRD fills in for a
+	// workspace that names none: a mirror of it (OLM's RELATED_IMAGE_WORKSPACE_IDE).
+	IDEImage string
 }
 
 var (
@@ -97,7 +100,7 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 	s := ws.Spec
 	vals := map[string]any{
 		"owner":   s.Owner,
-		"image":   orDefault(s.Image, defaultWorkspaceImage),
+		"image":   l.image(s.Image),
 		"port":    int64(orDefault(s.Port, defaultWorkspacePort)),
 		"running": s.Running == nil || *s.Running,
 		"resources": map[string]any{
@@ -124,6 +127,16 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 		vals["env"] = env["env"]
 	}
 	return vals, nil
+}
+
+// image is the IDE image to run for spec.image: the configured mirror of the default image
+// in its place.
+func (l WorkspaceLifecycle) image(spec string) string {
+	image := orDefault(spec, defaultWorkspaceImage)
+	if image == defaultWorkspaceImage && l.IDEImage != "" {
+		return l.IDEImage
+	}
+	return image
 }
 
 // stringMap is m as chart values (which hold no typed maps).

@@ -136,6 +136,23 @@ func TestWorkspaceValuesAndRetain(t *testing.T) {
 	}
 }
 
+// TestWorkspaceIDEImageMirror: a mirror of the default IDE image (OLM's related image) runs in
+// its place, in workspaces that name the default or none; an image of the user's own is kept.
+func TestWorkspaceIDEImageMirror(t *testing.T) {
+	const mirror = "mirror.example/code-server@sha256:0123"
+	for _, tc := range []struct{ spec, mirror, want string }{
+		{"", "", defaultWorkspaceImage},
+		{"", mirror, mirror},
+		{defaultWorkspaceImage, mirror, mirror},
+		{"example/my-ide:1", mirror, "example/my-ide:1"},
+	} {
+		l := WorkspaceLifecycle{WorkspaceConfig: WorkspaceConfig{IDEImage: tc.mirror}}
+		if got := l.image(tc.spec); got != tc.want {
+			t.Errorf("spec.image %q with mirror %q: %q, want %q", tc.spec, tc.mirror, got, tc.want)
+		}
+	}
+}
+
 func TestWorkspaceAdoptsOnlyItsOwnersVolume(t *testing.T) {
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(workspace(true, infrav1alpha1.WorkspaceStatus{}))
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
@@ -69,6 +71,7 @@ func TestOperandsGetTheOperatorsProxy(t *testing.T) {
 		}
 	}
 	eventually(t, timeout, check(false))
+	unchangedByRestart(t, ns, dep, pod)
 	t.Cleanup(func() { restartManager(t) })
 	if err := operator.stop(); err != nil {
 		t.Fatal(err)
@@ -78,4 +81,32 @@ func TestOperandsGetTheOperatorsProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, timeout, check(true))
+}
+
+// unchangedByRestart restarts the operator, still without proxy settings, over objs (children
+// of two resources) and checks that it writes none of them: no operand variable means no change.
+func unchangedByRestart(t *testing.T, ns string, objs ...client.Object) {
+	t.Helper()
+	before := map[string]string{}
+	for _, o := range objs {
+		before[o.GetName()] = o.GetResourceVersion()
+	}
+	restartManager(t, ns)
+	start := reconciles()
+	eventually(t, timeout, func() error {
+		if n := reconciles() - start; n < float64(len(objs)) {
+			return fmt.Errorf("%v reconciles since the restart", n)
+		}
+		return nil
+	})
+	for end := time.Now().Add(settle); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		for _, o := range objs {
+			if err := get(o); err != nil {
+				t.Fatal(err)
+			}
+			if o.GetResourceVersion() != before[o.GetName()] {
+				t.Fatalf("%s was written by an operator restarted without a proxy", o.GetName())
+			}
+		}
+	}
 }
