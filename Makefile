@@ -22,8 +22,8 @@ KUSTOMIZE := $(BIN)/kustomize
 CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
 
-# Packages of pure unit tests: everything but the integration and end-to-end suites.
-UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e)
+# Packages of pure unit tests: everything but the envtest, end-to-end and OLM suites.
+UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e -e /test/olm)
 GO_TEST_FLAGS ?= -count=1
 
 ##@ General
