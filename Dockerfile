@@ -9,6 +9,7 @@ COPY main.go ./
 COPY api/ api/
 COPY controllers/ controllers/
 COPY internal/ internal/
+COPY pkg/ pkg/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -o manager .
 
 # The binary is static (CGO_ENABLED=0), so the image needs nothing else.

@@ -22,8 +22,8 @@ KUSTOMIZE := $(BIN)/kustomize
 CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
 
-# Packages of pure unit tests: everything but the envtest, end-to-end and OLM suites.
-UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e -e /test/olm)
+# Packages of pure unit tests: everything but the envtest (with the examples), end-to-end and OLM suites.
+UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e -e /test/olm -e /examples/)
 GO_TEST_FLAGS ?= -count=1
 
 ##@ General
@@ -39,9 +39,10 @@ tools: ## Build every tool binary from source into bin/ (only what is missing or
 ##@ Development
 
 .PHONY: generate
-generate: ## Generate deepcopy code for the API types.
+generate: ## Generate deepcopy code for the API types, and their typed clients in pkg/client.
 	$(TOOLS) controller-gen
 	$(CONTROLLER_GEN) object paths="./api/..."
+	hack/codegen.sh
 
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC from the kubebuilder markers.
@@ -89,14 +90,14 @@ test-scorecard: ## Run scorecard's six stock tests on bundle/ with the scorecard
 	hack/scorecard.sh
 
 .PHONY: test-integration
-test-integration: ## Run the integration tests against a real kube-apiserver and etcd (envtest).
+test-integration: ## Run the integration tests and the examples' tests against a real kube-apiserver and etcd (envtest).
 	$(TOOLS) etcd kube-apiserver
-	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 15m ./test/integration/...
+	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 15m ./test/integration/... ./examples/...
 
 .PHONY: test-e2e
 test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager E2E_SCORECARD_TESTS=$(BIN)/scorecard-tests go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
+	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager E2E_SCORECARD_TESTS=$(BIN)/scorecard-tests E2E_PLUGIN=$(BIN)/kubectl-cloudspace go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
 
 .PHONY: test-olm
 test-olm: build ## Install the bundle through OLM (catalog, Subscription, upgrade) on a private embedded cluster, in a private network namespace (as root).
@@ -122,9 +123,14 @@ abuse: build ## Attack the workspace API on a private embedded cluster (bounded;
 ##@ Build
 
 .PHONY: build
-build: ## Build the operator into bin/manager and its scorecard tests into bin/scorecard-tests.
+build: ## Build the operator (bin/manager), its scorecard tests and its kubectl plugin (bin/kubectl-cloudspace).
 	go build -o $(BIN)/manager .
 	go build -o $(BIN)/scorecard-tests ./cmd/scorecard-tests
+	go build -o $(BIN)/kubectl-cloudspace ./cmd/kubectl-cloudspace
+
+.PHONY: plugin-release
+plugin-release: ## Build the kubectl plugin's release archives (bin/release) and write its krew manifest (plugins/).
+	hack/plugin-release.sh
 
 # With DEV_CLUSTER=1, or when no cluster is named by KUBECONFIG (or ~/.kube/config), `make run`
 # starts the embedded cluster and points the operator at it.

@@ -31,6 +31,8 @@ spec() {
     scorecard-test) echo "operator-sdk v1.34.1 github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     opm) echo "opm v1.55.0 github.com/operator-framework/operator-registry/cmd/opm" ;;
     olm | catalog) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/cmd/$1" ;;
+    client-gen | lister-gen | informer-gen | applyconfiguration-gen)
+      echo "codegen v0.34.4 k8s.io/code-generator/cmd/$1" ;;
     protoc-gen-go) echo "protoc-gen v1.36.10 google.golang.org/protobuf/cmd/protoc-gen-go" ;;
     protoc-gen-go-grpc) echo "protoc-gen v1.5.1 google.golang.org/grpc/cmd/protoc-gen-go-grpc" ;;
     *) echo "unknown tool: $1" >&2; return 1 ;;
@@ -77,7 +79,8 @@ ensure() {
 }
 
 all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
-  controller-gen kustomize helm operator-sdk scorecard-test opm olm catalog protoc-gen-go protoc-gen-go-grpc)
+  controller-gen kustomize helm operator-sdk scorecard-test opm olm catalog protoc-gen-go protoc-gen-go-grpc
+  client-gen lister-gen informer-gen applyconfiguration-gen)
 [ $# -gt 0 ] || set -- all
 for arg in "$@"; do
   if [ "$arg" = all ]; then

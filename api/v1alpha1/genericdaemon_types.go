@@ -78,6 +78,7 @@ type GenericDaemonStatus struct {
 }
 
 // GenericDaemon runs an image on every node that carries a given label.
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=gd;gds,categories=cloudspace

@@ -1,8 +1,3 @@
-// Package v1alpha1 holds the infra.cloudspace.dev/v1alpha1 API: the kinds a platform team
-// offers its developers (GenericDaemon, Workspace, VirtualMachine).
-//
-// +kubebuilder:object:generate=true
-// +groupName=infra.cloudspace.dev
 package v1alpha1
 
 import (
@@ -19,4 +14,13 @@ var (
 
 	// AddToScheme adds this package's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
+
+	// SchemeGroupVersion is GroupVersion under the name the generated clients (pkg/client) use.
+	SchemeGroupVersion = GroupVersion
 )
+
+// Resource is the group-qualified resource of this package, as the generated listers name it
+// in their NotFound errors.
+func Resource(resource string) schema.GroupResource {
+	return GroupVersion.WithResource(resource).GroupResource()
+}

@@ -208,6 +208,7 @@ type VirtualMachineStatus struct {
 
 // VirtualMachine is a virtual machine run by Kubernetes: QEMU in a pod, or KubeVirt when the
 // cluster has it; started, stopped and restarted by its run strategy, with a persistent disk.
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cvm;cvms,categories=cloudspace

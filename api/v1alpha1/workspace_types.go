@@ -226,6 +226,7 @@ type WorkspaceStatus struct {
 }
 
 // Workspace is a browser IDE (code-server) with its own storage, limits, start/stop and a URL.
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ws,categories=cloudspace

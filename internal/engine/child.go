@@ -269,24 +269,20 @@ func describe(obj *unstructured.Unstructured) string {
 	return obj.GetKind() + " " + obj.GetName()
 }
 
-// inventoryEntry records a child as "<namespace>_<name>_<group>_<kind>" and its version.
+// inventoryEntry records a child in the inventory.
 func inventoryEntry(obj *unstructured.Unstructured) infrav1alpha1.InventoryEntry {
-	gvk := obj.GroupVersionKind()
-	return infrav1alpha1.InventoryEntry{
-		ID:      strings.Join([]string{obj.GetNamespace(), obj.GetName(), gvk.Group, gvk.Kind}, "_"),
-		Version: gvk.Version,
-	}
+	return infrav1alpha1.NewInventoryEntry(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
 }
 
-// objectFromEntry is the inverse of inventoryEntry: an empty object with the entry's identity.
+// objectFromEntry is an empty object with the entry's identity.
 func objectFromEntry(e infrav1alpha1.InventoryEntry) (*unstructured.Unstructured, error) {
-	parts := strings.Split(e.ID, "_")
-	if len(parts) != 4 || parts[1] == "" || parts[3] == "" || e.Version == "" {
-		return nil, fmt.Errorf("malformed inventory entry %q (version %q)", e.ID, e.Version)
+	gvk, namespace, name, err := e.Object()
+	if err != nil {
+		return nil, err
 	}
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Group: parts[2], Version: e.Version, Kind: parts[3]})
-	u.SetNamespace(parts[0])
-	u.SetName(parts[1])
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(namespace)
+	u.SetName(name)
 	return u, nil
 }

@@ -5,14 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/inspect"
 )
 
 // xPhaseReason marks the status field that says why a phase is what it is: empty when there
@@ -25,69 +22,8 @@ var transientStatus = map[string][]string{
 	"Workspace": {"startRequestedAt"},
 }
 
-// status decodes obj's observed generation and conditions.
-func status(obj *unstructured.Unstructured) (generation int64, conditions []metav1.Condition) {
-	var st struct {
-		ObservedGeneration int64              `json:"observedGeneration"`
-		Conditions         []metav1.Condition `json:"conditions"`
-	}
-	if m, ok := obj.Object["status"].(map[string]any); ok {
-		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st)
-	}
-	return st.ObservedGeneration, st.Conditions
-}
-
-// IsReady reports whether obj's Ready condition is True for its current generation.
-func IsReady(obj *unstructured.Unstructured) bool {
-	generation, conditions := status(obj)
-	return generation == obj.GetGeneration() && meta.IsStatusConditionTrue(conditions, infrav1alpha1.ConditionReady)
-}
-
-// Conditions summarizes obj's conditions for a message: "Ready=False (RenderFailed: ...)".
-func Conditions(obj *unstructured.Unstructured) string {
-	_, conditions := status(obj)
-	if len(conditions) == 0 {
-		return "no conditions yet"
-	}
-	var parts []string
-	for _, c := range conditions {
-		parts = append(parts, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// Child is an object the operator applied for a resource, from its status.inventory.
-type Child struct {
-	GVK       schema.GroupVersionKind
-	Namespace string
-	Name      string
-}
-
-// Inventory lists the children in obj's status.inventory ("<namespace>_<name>_<group>_<kind>").
-func Inventory(obj *unstructured.Unstructured) ([]Child, error) {
-	entries, _, err := unstructured.NestedSlice(obj.Object, "status", "inventory", "entries")
-	if err != nil {
-		return nil, fmt.Errorf("reading status.inventory: %w", err)
-	}
-	var out []Child
-	for _, e := range entries {
-		m, _ := e.(map[string]any)
-		id, _ := m["id"].(string)
-		version, _ := m["v"].(string)
-		parts := strings.Split(id, "_")
-		if len(parts) != 4 || version == "" {
-			return nil, fmt.Errorf("status.inventory has a malformed entry %v", e)
-		}
-		out = append(out, Child{
-			GVK:       schema.GroupVersionKind{Group: parts[2], Version: version, Kind: parts[3]},
-			Namespace: parts[0], Name: parts[1],
-		})
-	}
-	return out, nil
-}
-
 // childKinds are the distinct kinds of children.
-func childKinds(children []Child) []schema.GroupVersionKind {
+func childKinds(children []inspect.Child) []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
 	for _, c := range children {
 		if !slices.Contains(out, c.GVK) {

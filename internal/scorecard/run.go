@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/inspect"
 )
 
 // pollInterval is how often an example is looked at while the tests wait for it.
@@ -28,7 +30,7 @@ func runExample(ctx context.Context, env *Env, test Test, ex Example) []string {
 	if len(problems) == 0 && test.Check != nil {
 		problems = append(problems, test.Check(ex, live)...)
 	}
-	children, err := Inventory(live)
+	children, err := inspect.Inventory(live)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -49,10 +51,10 @@ func waitReady(ctx context.Context, env *Env, obj *unstructured.Unstructured) (*
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 			return false, nil
 		}
-		return IsReady(live), nil
+		return inspect.IsReady(live), nil
 	})
 	if err != nil {
-		return live, []string{fmt.Sprintf("not Ready within %s: %s", env.Timeout, Conditions(live))}
+		return live, []string{fmt.Sprintf("not Ready within %s: %s", env.Timeout, inspect.Conditions(live))}
 	}
 	env.Log("%s %s: Ready after %s", obj.GetKind(), obj.GetName(), time.Since(start).Round(100*time.Millisecond))
 	return live, nil
@@ -70,7 +72,7 @@ func deleteAndWait(ctx context.Context, env *Env, obj *unstructured.Unstructured
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
-		return fmt.Sprintf("still there %s after it was deleted (finalizers %v): %s", env.Timeout, last.GetFinalizers(), Conditions(last))
+		return fmt.Sprintf("still there %s after it was deleted (finalizers %v): %s", env.Timeout, last.GetFinalizers(), inspect.Conditions(last))
 	}
 	env.Log("%s %s: deleted", obj.GetKind(), obj.GetName())
 	return ""
@@ -78,7 +80,7 @@ func deleteAndWait(ctx context.Context, env *Env, obj *unstructured.Unstructured
 
 // leftovers is the orphan test: after owner was deleted, each of its children is gone or was
 // released by its reclaim policy, and no object of a child kind still names owner as its owner.
-func leftovers(ctx context.Context, env *Env, owner *unstructured.Unstructured, children []Child) []string {
+func leftovers(ctx context.Context, env *Env, owner *unstructured.Unstructured, children []inspect.Child) []string {
 	var problems []string
 	for _, kind := range childKinds(children) {
 		list := &unstructured.UnstructuredList{}
@@ -100,7 +102,7 @@ func leftovers(ctx context.Context, env *Env, owner *unstructured.Unstructured, 
 }
 
 // deleteReleased deletes the children owner's reclaim policy kept, once the test has seen them.
-func deleteReleased(ctx context.Context, env *Env, owner *unstructured.Unstructured, children []Child) []string {
+func deleteReleased(ctx context.Context, env *Env, owner *unstructured.Unstructured, children []inspect.Child) []string {
 	var problems []string
 	for _, c := range children {
 		obj := &unstructured.Unstructured{}

@@ -16,6 +16,8 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/inspect"
 )
 
 // Env is what every test runs with.
@@ -39,7 +41,7 @@ type Test struct {
 	Name        string
 	Description string
 	Check       func(ex Example, live *unstructured.Unstructured) []string
-	Deleted     func(ctx context.Context, env *Env, owner *unstructured.Unstructured, children []Child) []string
+	Deleted     func(ctx context.Context, env *Env, owner *unstructured.Unstructured, children []inspect.Child) []string
 }
 
 // Tests are the custom tests, by the names scorecard's configuration gives them.

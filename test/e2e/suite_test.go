@@ -39,6 +39,9 @@ var (
 // The API's users and their tokens, as stored in the token Secret.
 var tokens = map[string]string{"alice": "tok-alice-4f1c", "bob": "tok-bob-9a2e", "carol": "tok-carol-77d0", "dave": "tok-dave-5b1e"}
 
+// testdata holds Demo, the pure chart kind the suite's operator serves besides the shipped kinds.
+var testdata = filepath.Join(framework.RepoRoot(), "test", "testdata")
+
 const (
 	workspaceNS  = "cloudspace-workspaces"
 	operatorNS   = "cloudspace-operator-system"
@@ -60,6 +63,7 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer os.RemoveAll(pluginCache)
 	defer func() {
 		if code == 0 {
 			os.RemoveAll(work)
@@ -98,10 +102,12 @@ func setUp(ctx context.Context, binary, work string) error {
 	if k8sClient, err = client.New(cluster.Config, client.Options{Scheme: framework.Scheme()}); err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	crds := filepath.Join(framework.RepoRoot(), "config", "crd", "bases")
-	if _, err := envtest.InstallCRDs(cluster.Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
+	// The shipped kinds, and Demo, a pure chart kind the operator serves from test/testdata.
+	crds := []string{filepath.Join(framework.RepoRoot(), "config", "crd", "bases"), filepath.Join(testdata, "crds", "demos.yaml")}
+	if _, err := envtest.InstallCRDs(cluster.Config, envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
+	os.Setenv("DEMO_PORT", "8080")
 	args, err := grpcSetUp(ctx, work)
 	if err != nil {
 		return err
@@ -110,7 +116,7 @@ func setUp(ctx context.Context, binary, work string) error {
 	if err != nil {
 		return err
 	}
-	args = append(args, hookArgs...)
+	args = append(append(args, hookArgs...), "--watches-file="+filepath.Join(testdata, "watches.yaml"))
 	operatorBinary, operatorArgs = binary, args
 	runs := 0
 	start := func(ctx context.Context, extra ...string) error {

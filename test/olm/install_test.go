@@ -24,6 +24,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/inspect"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/scorecard"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
@@ -91,8 +92,8 @@ func TestSubscriptionInstallsAndUpgrades(t *testing.T) {
 	mgr2.waitReconciled(t, len(examples))
 	unchangedFor(t, examples, before, engine.DefaultStatusInterval+time.Second)
 	for _, ex := range examples {
-		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ex), ex); err != nil || !scorecard.IsReady(ex) {
-			t.Errorf("%s %s after the upgrade: %v %s", ex.GetKind(), ex.GetName(), err, scorecard.Conditions(ex))
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ex), ex); err != nil || !inspect.IsReady(ex) {
+			t.Errorf("%s %s after the upgrade: %v %s", ex.GetKind(), ex.GetName(), err, inspect.Conditions(ex))
 		}
 	}
 }
@@ -246,8 +247,8 @@ func createExamples(t *testing.T, mgr *installedManager) []*unstructured.Unstruc
 			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 				return err
 			}
-			if !scorecard.IsReady(obj) {
-				return fmt.Errorf("%s (manager log: %s)", scorecard.Conditions(obj), mgr.LogPath)
+			if !inspect.IsReady(obj) {
+				return fmt.Errorf("%s (manager log: %s)", inspect.Conditions(obj), mgr.LogPath)
 			}
 			return nil
 		})
@@ -279,7 +280,7 @@ func versions(t *testing.T, objs []*unstructured.Unstructured) map[string]string
 			t.Fatal(err)
 		}
 		out[obj.GetKind()+" "+obj.GetName()] = obj.GetResourceVersion()
-		children, err := scorecard.Inventory(obj)
+		children, err := inspect.Inventory(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
