@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -39,7 +37,7 @@ func (b *syncBuffer) String() string {
 }
 
 // TestWatcherSeesAndAcknowledgesWorkspaces runs the example against a real API server with the
-// CRDs and no operator: through the generated clientset it creates a workspace, which the
+// CRDs and no operator, with the generated clients only: through the clientset it creates a workspace, which the
 // watcher sees through its informer and lister and marks Pending with UpdateStatus; then the
 // delete, which it also sees.
 func TestWatcherSeesAndAcknowledgesWorkspaces(t *testing.T) {
@@ -57,10 +55,7 @@ func TestWatcherSeesAndAcknowledgesWorkspaces(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	const ns = "team-a"
-	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	const ns = "default"
 	cs := versioned.NewForConfigOrDie(cfg)
 	out := &syncBuffer{}
 	done := make(chan error, 1)
@@ -78,12 +73,12 @@ func TestWatcherSeesAndAcknowledgesWorkspaces(t *testing.T) {
 		return err == nil && got.Status.Phase == infrav1alpha1.WorkspacePending && got.Status.Message == Acknowledged
 	})
 	waitFor(t, "the watcher to print the acknowledged workspace", func() bool {
-		return strings.Contains(out.String(), "team-a/alice-go owner=alice phase=Pending")
+		return strings.Contains(out.String(), "default/alice-go owner=alice phase=Pending")
 	})
 	if err := cs.InfraV1alpha1().Workspaces(ns).Delete(ctx, ws.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the watcher to print the delete", func() bool { return strings.Contains(out.String(), "team-a/alice-go deleted") })
+	waitFor(t, "the watcher to print the delete", func() bool { return strings.Contains(out.String(), "default/alice-go deleted") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
