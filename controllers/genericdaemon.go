@@ -28,7 +28,7 @@ var _ engine.Lifecycle = GenericDaemonLifecycle{}
 // Values maps the spec onto helm-charts/genericdaemon's values.
 func (GenericDaemonLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
 	var gd infrav1alpha1.GenericDaemon
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &gd); err != nil {
+	if err := fromUnstructured(obj.Object, &gd); err != nil {
 		return nil, fmt.Errorf("decoding spec: %w", err)
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&gd.Spec)

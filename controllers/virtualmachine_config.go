@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -99,19 +100,40 @@ func (c VMConfig) Validate(vm, old *infrav1alpha1.VirtualMachine) field.ErrorLis
 	} else if changed(old, func(o *infrav1alpha1.VirtualMachine) bool { return o.Spec.CPU.String() != vm.Spec.CPU.String() }) && cpu > c.MaxCPU {
 		errs = append(errs, field.Invalid(spec.Child("cpu"), cpu, fmt.Sprintf("exceeds the most a VM may have here (%d)", c.MaxCPU)))
 	}
-	errs = append(errs, c.checkMax(spec.Child("memory"), vm.Spec.Memory, c.MaxMemory, old == nil || !old.Spec.Memory.Equal(*vm.Spec.Memory))...)
-	errs = append(errs, c.checkMax(spec.Child("disk", "size"), vm.Spec.Disk.Size, c.MaxDisk, old == nil || !old.Spec.Disk.Size.Equal(*vm.Spec.Disk.Size))...)
+	errs = append(errs, c.checkMax(spec.Child("memory"), vm.Spec.Memory, c.MaxMemory, old == nil || !sameQuantity(old.Spec.Memory, vm.Spec.Memory))...)
+	errs = append(errs, c.checkMax(spec.Child("disk", "size"), vm.Spec.Disk.Size, c.MaxDisk, old == nil || !sameQuantity(old.Spec.Disk.Size, vm.Spec.Disk.Size))...)
 	if _, err := reference.ParseNormalizedNamed(vm.Spec.Image); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("image"), vm.Spec.Image, "not an image reference: "+err.Error()))
 	}
 	if _, err := cloudInitUserData(vm.Spec.CloudInit); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("cloudInit", "sshAuthorizedKeys"), len(vm.Spec.CloudInit.SSHAuthorizedKeys), err.Error()))
 	}
+	for i, p := range vm.Spec.Ports {
+		if len(p.Name) > maxVMPortName || !vmPortName.MatchString(p.Name) {
+			errs = append(errs, field.Invalid(spec.Child("ports").Index(i).Child("name"), p.Name,
+				fmt.Sprintf("must be at most %d lower-case letters, digits and '-', starting with a letter", maxVMPortName)))
+		}
+	}
 	return errs
 }
 
+// The CRD's rule for a port name, checked here too because the chart writes port names into
+// its manifests as they are: any other name could break them, or add fields to them.
+var vmPortName = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+const maxVMPortName = 15
+
 func changed(old *infrav1alpha1.VirtualMachine, differs func(*infrav1alpha1.VirtualMachine) bool) bool {
 	return old == nil || differs(old)
+}
+
+// sameQuantity reports whether a and b are equal or both unset. Either may be unset: a stored
+// VM is whatever the API server decoded, and Validate may run before Default.
+func sameQuantity(a, b *resource.Quantity) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }
 
 func (c VMConfig) checkMax(path *field.Path, q *resource.Quantity, maxQ resource.Quantity, isChanged bool) field.ErrorList {

@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
@@ -38,7 +37,7 @@ func (VirtualMachineLifecycle) ObservesPods() {}
 
 func decodeVM(obj *unstructured.Unstructured) (*infrav1alpha1.VirtualMachine, error) {
 	vm := &infrav1alpha1.VirtualMachine{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, vm); err != nil {
+	if err := fromUnstructured(obj.Object, vm); err != nil {
 		return nil, fmt.Errorf("decoding virtual machine: %w", err)
 	}
 	return vm, nil

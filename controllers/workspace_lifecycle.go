@@ -78,7 +78,7 @@ func (l WorkspaceLifecycle) now() time.Time {
 
 func decodeWorkspace(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, error) {
 	ws := &infrav1alpha1.Workspace{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, ws); err != nil {
+	if err := fromUnstructured(obj.Object, ws); err != nil {
 		return nil, fmt.Errorf("decoding workspace: %w", err)
 	}
 	return ws, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,27 +59,35 @@ func (r *reconciler) applyAll(ctx context.Context, s *scope, desired []*unstruct
 	return r.write(ctx, s, steps)
 }
 
-// plan reads what stands in each child's place and decides whether the resource may write it.
+// plan reads what stands in each child's place (all at once: the reads are independent) and
+// decides whether the resource may write it.
 func (r *reconciler) plan(ctx context.Context, owner *unstructured.Unstructured, desired []*unstructured.Unstructured) ([]step, error) {
-	steps := make([]step, 0, len(desired))
+	steps := make([]step, len(desired))
+	errs := make([]error, len(desired))
+	var wg sync.WaitGroup
+	for i, d := range desired {
+		wg.Go(func() {
+			steps[i].desired = d
+			steps[i].current, errs[i] = r.lookup(ctx, d)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	conflict := &ownershipConflictError{Reason: infrav1alpha1.ReasonOwnershipConflict}
-	for _, d := range desired {
-		current, err := r.lookup(ctx, d)
-		if err != nil {
-			return nil, err
+	for i := range steps {
+		if steps[i].current == nil {
+			continue
 		}
-		st := step{desired: d, current: current}
-		if current != nil {
-			var why, reason string
-			st.adopt, why, reason = r.judge(owner, d, current)
-			if why != "" {
-				conflict.Conflicts = append(conflict.Conflicts, why)
-			}
-			if reason != "" {
-				conflict.Reason = reason
-			}
+		var why, reason string
+		steps[i].adopt, why, reason = r.judge(owner, steps[i].desired, steps[i].current)
+		if why != "" {
+			conflict.Conflicts = append(conflict.Conflicts, why)
 		}
-		steps = append(steps, st)
+		if reason != "" {
+			conflict.Reason = reason
+		}
 	}
 	if len(conflict.Conflicts) > 0 {
 		return nil, conflict
@@ -152,54 +161,119 @@ func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructur
 }
 
 // write applies every step whose child is missing, drifted or adopted, and returns the live
-// children. A child the API server refuses does not hold the others back (a stop still
-// reaches the IDE when a volume resize is refused): every refusal is returned, joined. One
-// event per reconcile names every child created, one every child updated and one every child
-// adopted: a write per kind of change rather than per child.
+// children. Children are written in waves (waves): those of one wave at once, a wave after the
+// one before it has been written. A child the API server refuses does not hold the others back
+// (a stop still reaches the IDE when a volume resize is refused): every refusal is returned,
+// joined. One event per reconcile names every child created, one every child updated and one
+// every child adopted: a write per kind of change rather than per child.
 func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unstructured.Unstructured, error) {
 	live := make([]*unstructured.Unstructured, 0, len(steps))
 	var created, updated, adopted []string
 	var refused []error
 	defer func() {
-		r.eventList(s.obj, infrav1alpha1.EventChildCreated, "Created", created)
+		// A resource's first install is recorded by its Ready condition and inventory; an event
+		// for it would be a write for every new resource.
+		if !s.firstInstall {
+			r.eventList(s.obj, infrav1alpha1.EventChildCreated, "Created", created)
+		}
 		r.eventList(s.obj, infrav1alpha1.EventChildUpdated, "Updated", updated)
 		r.eventList(s.obj, infrav1alpha1.EventChildAdopted, "Adopted", adopted)
 	}()
-	for _, st := range steps {
-		if st.current != nil && !st.adopt && upToDate(st.desired, st.current) {
-			live = append(live, st.current)
-			continue
+	for _, wave := range waves(steps) {
+		results := make([]written, len(wave))
+		var wg sync.WaitGroup
+		for i, st := range wave {
+			wg.Go(func() { results[i] = r.writeStep(ctx, s.obj, st) })
 		}
-		if replaced(st) {
-			err := r.replace(ctx, s.obj, st.current)
-			if errors.Is(err, errStale) {
-				return nil, err
+		wg.Wait()
+		for i, res := range results {
+			if errors.Is(res.err, errStale) {
+				return nil, res.err
 			}
-			if err != nil {
-				refused = append(refused, err)
+			if res.err != nil {
+				refused = append(refused, res.err)
 			}
-			live = append(live, st.current)
-			continue
+			if res.live != nil {
+				live = append(live, res.live)
+			}
+			switch res.change {
+			case changeCreated:
+				created = append(created, describe(wave[i].desired))
+			case changeUpdated:
+				updated = append(updated, describe(wave[i].desired))
+			case changeAdopted:
+				adopted = append(adopted, describe(wave[i].desired))
+			}
 		}
-		applied, err := r.apply(ctx, st)
-		if errors.Is(err, errStale) {
-			return nil, err
-		}
-		if err != nil {
-			refused = append(refused, err)
-			continue
-		}
-		switch {
-		case st.current == nil:
-			created = append(created, describe(st.desired))
-		case st.adopt:
-			adopted = append(adopted, describe(st.desired))
-		default:
-			updated = append(updated, describe(st.desired))
-		}
-		live = append(live, applied)
 	}
 	return live, errors.Join(refused...)
+}
+
+// change is what writing a step did to its child.
+type change int
+
+const (
+	changeNone change = iota
+	changeCreated
+	changeUpdated
+	changeAdopted
+)
+
+// written is the outcome of one step: the live child (nil when its write was refused), what
+// was done to it, and the refusal.
+type written struct {
+	live   *unstructured.Unstructured
+	change change
+	err    error
+}
+
+// writeStep brings one child to what the chart renders, if it is not already.
+func (r *reconciler) writeStep(ctx context.Context, owner *unstructured.Unstructured, st step) written {
+	switch {
+	case st.current != nil && !st.adopt && upToDate(st.desired, st.current):
+		return written{live: st.current}
+	case replaced(st):
+		return written{live: st.current, err: r.replace(ctx, owner, st.current)}
+	}
+	applied, err := r.apply(ctx, st)
+	switch {
+	case err != nil:
+		return written{err: err}
+	case st.current == nil:
+		return written{live: applied, change: changeCreated}
+	case st.adopt:
+		return written{live: applied, change: changeAdopted}
+	}
+	return written{live: applied, change: changeUpdated}
+}
+
+// prerequisites are the kinds whose objects others may need at admission: a pod is refused
+// while its ServiceAccount is missing, and quotas, limits and RBAC apply to what comes after.
+var prerequisites = map[string]bool{
+	"Namespace": true, "ResourceQuota": true, "LimitRange": true, "ServiceAccount": true,
+	"Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"CustomResourceDefinition": true, "PriorityClass": true,
+}
+
+// waves splits steps (in install order) into the prerequisites and the rest: everything in a
+// wave is independent at admission, so it is written at once, and each wave waits for the one
+// before it, which keeps what Helm's install order guarantees.
+func waves(steps []step) [][]step {
+	var first, rest []step
+	for _, st := range steps {
+		if prerequisites[st.desired.GetKind()] {
+			first = append(first, st)
+		} else {
+			rest = append(rest, st)
+		}
+	}
+	var out [][]step
+	for _, w := range [][]step{first, rest} {
+		if len(w) > 0 {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // replaced reports whether a step's child is changed by deleting it and creating it anew.

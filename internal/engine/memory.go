@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
 // renderMemo remembers each resource's last render, so that an unchanged resource is never
@@ -59,6 +61,11 @@ type lastWrite struct {
 	status    any // the status as written
 	at        time.Time
 	finalizer bool // the finalizer was added
+	// The first status of generation was first put off at since (firstStatusWait), with the
+	// inventory it records: the children exist, so teardown and prune must know them.
+	generation int64
+	since      time.Time
+	inventory  *infrav1alpha1.Inventory
 }
 
 // get returns what was last written to obj (nothing if obj is a new incarnation).
@@ -85,6 +92,19 @@ func (m *writeMemo) record(obj *unstructured.Unstructured, update func(*lastWrit
 	}
 	update(&w)
 	m.m[key] = w
+}
+
+// putOff records that the first status of obj's generation, with inventory, was put off, and
+// returns when it first was.
+func (m *writeMemo) putOff(obj *unstructured.Unstructured, inventory *infrav1alpha1.Inventory, now time.Time) time.Time {
+	var since time.Time
+	m.record(obj, func(w *lastWrite) {
+		if w.generation != obj.GetGeneration() || w.since.IsZero() {
+			w.generation, w.since = obj.GetGeneration(), now
+		}
+		w.inventory, since = inventory, w.since
+	})
+	return since
 }
 
 func (m *writeMemo) forget(key types.NamespacedName) {

@@ -2,9 +2,9 @@ package engine
 
 import (
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -16,6 +16,9 @@ const (
 	DefaultStatusInterval = 5 * time.Second
 	// DefaultPollInterval is how often a resource whose children are not ready is looked at.
 	DefaultPollInterval = 10 * time.Second
+	// DefaultFirstStatusDelay is how long the first status of a generation may wait for its
+	// children to become ready, so that children ready within it cost one status write.
+	DefaultFirstStatusDelay = 5 * time.Second
 )
 
 // config holds what Setup's options set.
@@ -28,6 +31,7 @@ type config struct {
 	deleteInterval   time.Duration
 	reconcileTimeout time.Duration
 	statusInterval   time.Duration
+	firstStatusDelay time.Duration
 	operandEnv       []corev1.EnvVar
 }
 
@@ -40,6 +44,7 @@ func defaultConfig() config {
 		deleteInterval:   2 * time.Second,
 		reconcileTimeout: 2 * time.Minute,
 		statusInterval:   DefaultStatusInterval,
+		firstStatusDelay: DefaultFirstStatusDelay,
 	}
 }
 
@@ -108,6 +113,20 @@ func WithStatusInterval(d time.Duration) Option {
 			return fmt.Errorf("status interval %s must not be negative", d)
 		}
 		c.statusInterval = d
+		return nil
+	}
+}
+
+// WithFirstStatusDelay sets how long the first status of a resource's generation may be put off
+// while its children are on their way to ready (default DefaultFirstStatusDelay; 0 writes it at
+// once): children ready within it cost one status write (Ready) instead of two (Applying,
+// then Ready). A failure is written at once.
+func WithFirstStatusDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("first status delay %s must not be negative", d)
+		}
+		c.firstStatusDelay = d
 		return nil
 	}
 }

@@ -67,14 +67,15 @@ type reconciler struct {
 
 // scope is what one reconcile of one custom resource works on.
 type scope struct {
-	obj      *unstructured.Unstructured
-	status   engineStatus
-	fields   map[string]any // the kind's status fields (Lifecycle.Status)
-	progress []string       // the fields that only count progress
-	outcome  outcome
-	released bool          // our finalizer is gone: forget the resource once its status is written
-	stale    bool          // a write found a child changed since it was read: write no status now
-	deferred time.Duration // a progress-only status write was put off by this long
+	obj          *unstructured.Unstructured
+	status       engineStatus
+	fields       map[string]any // the kind's status fields (Lifecycle.Status)
+	progress     []string       // the fields that only count progress
+	outcome      outcome
+	firstInstall bool          // no child was applied before: the status has no inventory
+	released     bool          // our finalizer is gone: forget the resource once its status is written
+	stale        bool          // a write found a child changed since it was read: write no status now
+	deferred     time.Duration // a progress-only status write was put off by this long
 }
 
 func (r *reconciler) newObject() *unstructured.Unstructured {
@@ -107,7 +108,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.ensureFinalizer(ctx, obj); err != nil {
 		return ctrl.Result{}, err
 	}
-	s, err := newScope(obj)
+	s, err := newScope(obj, r.written.get(obj).inventory)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -137,12 +138,17 @@ func (r *reconciler) serves(obj client.Object) bool {
 	return !obj.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer)
 }
 
-func newScope(obj *unstructured.Unstructured) (*scope, error) {
+// newScope starts a reconcile of obj. putOff is the inventory of a status put off and not yet
+// written (firstStatusWait): its children exist, so it counts as recorded.
+func newScope(obj *unstructured.Unstructured, putOff *infrav1alpha1.Inventory) (*scope, error) {
 	st, err := readStatus(obj)
 	if err != nil {
 		return nil, fmt.Errorf("reading the status of %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
-	return &scope{obj: obj, status: st, outcome: outcome{generation: obj.GetGeneration()}}, nil
+	if putOff != nil {
+		st.Inventory = mergeInventory(st.Inventory, putOff)
+	}
+	return &scope{obj: obj, status: st, firstInstall: st.Inventory == nil, outcome: outcome{generation: obj.GetGeneration()}}, nil
 }
 
 // ensureFinalizer adds the finalizer to a live resource that lacks it. When we added it before,
@@ -274,6 +280,10 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 	if equalStatus(base, s.obj) {
 		return nil
 	}
+	if wait := r.firstStatusWait(base, s); wait > 0 {
+		s.deferred = wait
+		return nil
+	}
 	last := r.written.get(s.obj)
 	if progressOnly(base, s.obj, s.progress) && !last.at.IsZero() {
 		if wait := r.cfg.statusInterval - time.Since(last.at); wait > 0 {
@@ -288,8 +298,21 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 		}
 		return fmt.Errorf("patching status: %w", err)
 	}
-	r.written.record(s.obj, func(w *lastWrite) { w.status, w.at = status, time.Now() })
+	r.written.record(s.obj, func(w *lastWrite) { w.status, w.at, w.inventory = status, time.Now(), nil })
 	return nil
+}
+
+// firstStatusWait is how long the first status of the resource's generation may still be put
+// off: while its children are only on their way to ready, within firstStatusDelay of the first
+// time it was put off. Children that become ready within it cost one status write, not two.
+func (r *reconciler) firstStatusWait(base *unstructured.Unstructured, s *scope) time.Duration {
+	ready := meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionReady)
+	generation, _, _ := unstructured.NestedInt64(base.Object, "status", "observedGeneration")
+	if r.cfg.firstStatusDelay <= 0 || generation == s.obj.GetGeneration() || ready == nil || ready.Reason != infrav1alpha1.ReasonApplying {
+		return 0
+	}
+	since := r.written.putOff(s.obj, s.status.Inventory, time.Now())
+	return r.cfg.firstStatusDelay - time.Since(since)
 }
 
 // event records an event on the custom resource.

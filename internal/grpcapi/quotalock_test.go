@@ -2,6 +2,8 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,15 @@ import (
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
+// decide holds the user's turn as a call does while it decides; done ends the call.
+func decide(l *quotaLock, ctx context.Context, user string) (done func(), err error) {
+	u, err := l.enter(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	return func() { u.yield(); l.exit(user, u) }, nil
+}
+
 // TestQuotaLockExcludesAcrossReplicas: two replicas' locks on one API server never let two
 // holders of the same user's lock in at once, and leave other users alone.
 func TestQuotaLockExcludesAcrossReplicas(t *testing.T) {
@@ -29,7 +40,7 @@ func TestQuotaLockExcludesAcrossReplicas(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			unlock, err := replicas[i%2].lock(ctx, "jo")
+			unlock, err := decide(replicas[i%2], ctx, "jo")
 			if err != nil {
 				t.Error(err)
 				return
@@ -42,7 +53,7 @@ func TestQuotaLockExcludesAcrossReplicas(t *testing.T) {
 			unlock()
 		}()
 	}
-	other, err := replicas[0].lock(context.Background(), "kim")
+	other, err := decide(replicas[0], context.Background(), "kim")
 	if err != nil {
 		t.Fatalf("another user's lock: %v", err)
 	}
@@ -59,18 +70,18 @@ func TestQuotaLockOfADeadReplicaExpires(t *testing.T) {
 	now := time.Unix(1000, 0)
 	dead, alive := newQuotaLock(server, server, "ops"), newQuotaLock(server, server, "ops")
 	dead.now, alive.now = func() time.Time { return now }, func() time.Time { return now }
-	if _, err := dead.lock(context.Background(), "jo"); err != nil { // never unlocked
+	if _, err := decide(dead, context.Background(), "jo"); err != nil { // never unlocked
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := alive.lock(ctx, "jo"); err == nil {
+	if _, err := decide(alive, ctx, "jo"); err == nil {
 		t.Fatal("a held lock was taken before its TTL")
 	}
 	now = now.Add(dead.ttl + time.Second)
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := alive.lock(ctx, "jo"); err != nil {
+	if _, err := decide(alive, ctx, "jo"); err != nil {
 		t.Errorf("a dead replica's lock after its TTL: %v", err)
 	}
 }
@@ -110,5 +121,163 @@ func TestQuotaHoldsWhileAnotherReplicaCreates(t *testing.T) {
 	}
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("replica B's create while A took the last place: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestQuotaLockHandsTheLeaseOnWithinAReplica: a burst of one user's calls on one replica takes
+// the Lease once, hands it from call to call, lets one decide at a time, and releases it after
+// the last; a Lease held longer than a third of its ttl is renewed at the next turn.
+func TestQuotaLockHandsTheLeaseOnWithinAReplica(t *testing.T) {
+	var creates, updates, deletes atomic.Int32
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			creates.Add(1)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			updates.Add(1)
+			return c.Update(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			deletes.Add(1)
+			return c.Delete(ctx, obj, opts...)
+		},
+	}).Build()
+	l := newQuotaLock(server, server, "ops")
+	first, err := decide(l, context.Background(), "jo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done, err := decide(l, context.Background(), "jo")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			inside.Add(-1)
+			done()
+		}()
+	}
+	for l.callers("jo") < 31 { // every call queued behind the first
+		time.Sleep(time.Millisecond)
+	}
+	first()
+	wg.Wait()
+	if creates.Load() != 1 || deletes.Load() != 1 || most.Load() != 1 {
+		t.Errorf("31 calls: %d Lease creates, %d deletes, %d inside at once; want 1, 1, 1", creates.Load(), deletes.Load(), most.Load())
+	}
+
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { return now }
+	held, err := decide(l, context.Background(), "jo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan error)
+	go func() {
+		done, err := decide(l, context.Background(), "jo")
+		if err == nil {
+			done()
+		}
+		next <- err
+	}()
+	for l.callers("jo") < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	now = now.Add(l.ttl/3 + time.Second)
+	held()
+	if err := <-next; err != nil || creates.Load() != 2 || updates.Load() != 1 {
+		t.Errorf("after holding past ttl/3: %v, %d Lease creates and %d renewals in all, want 2 and 1", err, creates.Load(), updates.Load())
+	}
+}
+
+// TestQuotaBurstWritesConcurrentlyAndHolds: ten creates of one user at once, with room for
+// five: the usage is read once, the five allowed writes are in flight together (none waits for
+// another's turn), and the other five are refused; a write that fails gives its place back.
+func TestQuotaBurstWritesConcurrentlyAndHolds(t *testing.T) {
+	var lists atomic.Int32
+	var inFlight, most atomic.Int32
+	gate := make(chan struct{})
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
+	c := interceptor.NewClient(server, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ws := obj.(*infrav1alpha1.Workspace); ws && len((&client.CreateOptions{}).ApplyOptions(opts).DryRun) == 0 {
+				n := inFlight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if n == 5 {
+					close(gate)
+				}
+				select {
+				case <-gate:
+				case <-time.After(5 * time.Second):
+				}
+				defer inFlight.Add(-1)
+				if obj.GetName() == "ws-fail" {
+					return errors.New("the API server refused it")
+				}
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*infrav1alpha1.WorkspaceList); ok {
+				lists.Add(1)
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	cfg := defaultConfig()
+	cfg.namespaces, cfg.maxWorkspaces, cfg.maxRunning = []string{"ides"}, 5, 5
+	w := &workspaces{c: c, fresh: c, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}
+	hold, err := decide(w.quota, context.Background(), "max") // keeps the burst in one Lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	codesSeen := make(chan codes.Code, 10)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := w.create(context.Background(), "max", spec{name: fmt.Sprintf("ws-%d", i), namespace: "ides"}, false)
+			codesSeen <- status.Code(err)
+		}()
+	}
+	for w.quota.callers("max") < 11 {
+		time.Sleep(time.Millisecond)
+	}
+	hold()
+	wg.Wait()
+	close(codesSeen)
+	count := map[codes.Code]int{}
+	for code := range codesSeen {
+		count[code]++
+	}
+	if count[codes.OK] != 5 || count[codes.ResourceExhausted] != 5 || lists.Load() != 1 || most.Load() != 5 {
+		t.Errorf("10 creates with room for 5: %v, %d reads of the usage, %d writes in flight at most; want 5 OK, 5 ResourceExhausted, 1, 5",
+			count, lists.Load(), most.Load())
+	}
+
+	// One place left: a create whose write fails gives it back to the next, within one Lease.
+	cfg.maxWorkspaces, cfg.maxRunning = 6, 6
+	u, err := w.quota.enter(context.Background(), "max") // holds the Lease, not the turn
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.yield()
+	defer w.quota.exit("max", u)
+	if _, err := w.create(context.Background(), "max", spec{name: "ws-fail", namespace: "ides"}, false); status.Code(err) == codes.OK || status.Code(err) == codes.ResourceExhausted {
+		t.Errorf("the failing create: %v, want the API server's refusal", err)
+	}
+	if _, err := w.create(context.Background(), "max", spec{name: "ws-last", namespace: "ides"}, false); err != nil {
+		t.Errorf("the last place after a failed write: %v, want allowed", err)
 	}
 }

@@ -190,10 +190,12 @@ func WithMaxWatches(n int) Option {
 }
 
 // Limits of every connection: requests are small, and a client that pings too often or opens
-// streams without end is cut off rather than served.
+// streams without end is cut off rather than served. A portal multiplexes its users' calls over
+// one connection, and a create-and-wait holds its stream until the IDE runs: the stream limit
+// leaves room for a burst of those (what a user may have is bounded by the quotas).
 const (
 	maxRecvMsgSize       = 64 << 10
-	maxConcurrentStreams = 64
+	maxConcurrentStreams = 1024
 	keepaliveMinTime     = 20 * time.Second
 )
 

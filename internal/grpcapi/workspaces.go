@@ -61,8 +61,8 @@ type workspaces struct {
 	notifier *notifier
 	cfg      *config
 
-	// quota makes a user's quota check and the create or start it allows one step, on every
-	// replica of the API, so that two concurrent calls cannot both take the last place.
+	// quota takes each user's quota decisions one at a time, on every replica of the API, so
+	// that two concurrent calls cannot both take the last place (quota.go).
 	quota *quotaLock
 
 	watchMu  sync.Mutex
@@ -205,79 +205,6 @@ func (w *workspaces) watchSlot(user string) (release func(), err error) {
 	}, nil
 }
 
-// withQuota runs write if the user's quota allows what it asks, holding the user's quota lock
-// across every replica from the count to the write.
-func (w *workspaces) withQuota(ctx context.Context, user string, a ask, write func() error) error {
-	unlock, err := w.quota.lock(ctx, user)
-	if err != nil {
-		return status.Errorf(codes.Unavailable, "%v", err)
-	}
-	defer unlock()
-	if err := w.checkQuota(ctx, user, a); err != nil {
-		return err
-	}
-	return write()
-}
-
-// ask is what a call would add to a user's counts.
-type ask struct {
-	workspace bool // a new workspace
-	running   bool // a workspace that is not running yet starts
-	retained  bool // a workspace that keeps its volume after delete
-}
-
-// checkQuota refuses when the user is at a limit for something the call asks for.
-func (w *workspaces) checkQuota(ctx context.Context, user string, a ask) error {
-	all, err := w.userWorkspaces(ctx, w.fresh, user, "")
-	if err != nil {
-		return err
-	}
-	// Workspaces being deleted are on their way out and no longer count as workspaces.
-	mine := slices.DeleteFunc(slices.Clone(all), func(ws infrav1alpha1.Workspace) bool { return ws.DeletionTimestamp != nil })
-	running := 0
-	for _, ws := range mine {
-		if !stopped(&ws) {
-			running++
-		}
-	}
-	switch {
-	case a.workspace && len(mine) >= w.cfg.maxWorkspaces:
-		return status.Errorf(codes.ResourceExhausted, "user %s has %d workspaces, the most allowed", user, len(mine))
-	case a.running && running >= w.cfg.maxRunning:
-		return status.Errorf(codes.ResourceExhausted, "user %s has %d running workspaces, the most allowed", user, running)
-	case a.retained:
-		return w.checkRetainedQuota(ctx, user, all)
-	}
-	return nil
-}
-
-// checkRetainedQuota counts the volumes the user keeps or will keep: those already released,
-// and those of their workspaces with reclaimPolicy Retain (deleted or not), once each by name.
-func (w *workspaces) checkRetainedQuota(ctx context.Context, user string, all []infrav1alpha1.Workspace) error {
-	kept := map[types.NamespacedName]bool{}
-	for _, ws := range all {
-		if ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain {
-			kept[types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}] = true
-		}
-	}
-	for _, ns := range w.cfg.namespaces {
-		var pvcs corev1.PersistentVolumeClaimList
-		err := w.fresh.List(ctx, &pvcs, client.InNamespace(ns), client.MatchingLabels{engine.LabelName: "workspace", OwnerLabel: user})
-		if err != nil {
-			return toStatus(err, "counting retained volumes")
-		}
-		for _, pvc := range pvcs.Items {
-			if pvc.Annotations[engine.AnnotationRetainedFor] != "" {
-				kept[types.NamespacedName{Namespace: ns, Name: pvc.Labels[engine.LabelInstance]}] = true
-			}
-		}
-	}
-	if len(kept) >= w.cfg.maxRetained {
-		return status.Errorf(codes.ResourceExhausted, "user %s keeps %d volumes, the most allowed; delete one they no longer need", user, len(kept))
-	}
-	return nil
-}
-
 // createRequestAnnotation marks a workspace with the create call that made it, so that a call
 // that ends before it learns whether its create happened can remove its own, and only its own.
 const createRequestAnnotation = "infra.cloudspace.dev/create-request"
@@ -300,13 +227,6 @@ func (w *workspaces) checkRetainedVolume(ctx context.Context, user string, key t
 	return nil
 }
 
-// stopped reports whether a workspace counts as stopped for the quota: asked to stop, and its
-// IDE pod gone (phase Stopped), not merely on its way out.
-func stopped(ws *infrav1alpha1.Workspace) bool {
-	asked := ws.Spec.Running != nil && !*ws.Spec.Running
-	return asked && (ws.Status.Phase == infrav1alpha1.WorkspaceStopped || ws.Status.Phase == "")
-}
-
 // create makes the workspace after checking the quota; with wait, it returns once the
 // workspace is Running and deletes it again if it fails or the deadline passes first.
 func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool) (*infrav1alpha1.Workspace, error) {
@@ -320,7 +240,7 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	if err := w.admit(ctx, user, ws, sp.fields); err != nil {
 		return nil, err
 	}
-	err := w.withQuota(ctx, user, ask{workspace: true, running: true, retained: sp.retain}, func() error { return w.c.Create(ctx, ws) })
+	err := w.withQuota(ctx, user, key, ask{workspace: true, running: true, retained: sp.retain}, func() error { return w.c.Create(ctx, ws) })
 	if err != nil {
 		if ctx.Err() != nil {
 			// The call ended during the create, which may have happened without anyone to
@@ -475,7 +395,7 @@ func (w *workspaces) change(ctx context.Context, user, ns, name string, f fields
 			return w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		}
 		if quota != nil {
-			return w.withQuota(ctx, user, *quota, patch)
+			return w.withQuota(ctx, user, client.ObjectKeyFromObject(ws), *quota, patch)
 		}
 		return patch()
 	})

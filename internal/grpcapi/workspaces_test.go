@@ -147,6 +147,15 @@ func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
 	}
 }
 
+// allows reports whether the user's quota lets a new workspace ("ides/new") do what a asks.
+func allows(w *workspaces, user string, a ask) error {
+	if w.quota == nil {
+		w.quota = newQuotaLock(w.c, w.fresh, "ops")
+	}
+	key := types.NamespacedName{Namespace: "ides", Name: "new"}
+	return w.withQuota(context.Background(), user, key, a, func() error { return nil })
+}
+
 // TestQuotaCountsAStoppingWorkspaceAsRunning: a workspace asked to stop whose IDE pod still
 // runs holds its place in the running quota until the pod is gone.
 func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
@@ -163,7 +172,7 @@ func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
 		cfg := defaultConfig()
 		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
 		w := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg}
-		err := w.checkQuota(context.Background(), "gina", ask{running: true})
+		err := allows(w, "gina", ask{running: true})
 		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
 			t.Errorf("one running and one stopped in phase %s: quota full = %v (%v), want %v", tc.phase, full, err, tc.full)
 		}
@@ -183,14 +192,14 @@ func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.namespaces, cfg.maxRetained = []string{"ides"}, 2
 	w := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg}
-	err := w.checkQuota(context.Background(), "hana", ask{workspace: true, running: true, retained: true})
+	err := allows(w, "hana", ask{workspace: true, running: true, retained: true})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a third kept volume: %v, want ResourceExhausted", err)
 	}
-	if err := w.checkQuota(context.Background(), "hana", ask{workspace: true, running: true}); err != nil {
+	if err := allows(w, "hana", ask{workspace: true, running: true}); err != nil {
 		t.Errorf("a workspace that keeps nothing: %v, want allowed", err)
 	}
-	if err := w.checkQuota(context.Background(), "ivan", ask{workspace: true, running: true, retained: true}); err != nil {
+	if err := allows(w, "ivan", ask{workspace: true, running: true, retained: true}); err != nil {
 		t.Errorf("another user: %v, want allowed", err)
 	}
 }

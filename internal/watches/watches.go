@@ -168,8 +168,9 @@ func (w *Watch) validate(baseDir string) error {
 	return nil
 }
 
-// yamlLine matches the "line N: " that yaml puts before each message.
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+// yamlLine matches the "line N: " that yaml puts before each message; the message may quote
+// a value over several lines.
+var yamlLine = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
 
 // lineError turns yaml's messages ("yaml: line N: msg", or a TypeError's list) into "N: msg".
 func lineError(err error) error {

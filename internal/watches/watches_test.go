@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func chartDir(t *testing.T) string {
+func chartDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "charts", "demo"), 0o755); err != nil {

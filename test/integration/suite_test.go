@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -171,6 +172,14 @@ func startManagerWith(opts []engine.Option, namespaces ...string) (*runningManag
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		cancel()
 		return nil, fmt.Errorf("manager cache did not sync")
+	}
+	// A test that admits a VirtualMachine right after a restart needs the webhooks served.
+	webhooks := mgr.GetWebhookServer().StartedChecker()
+	if err := wait.PollUntilContextCancel(syncCtx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return webhooks(nil) == nil, nil
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("the webhook server did not start: %w", err)
 	}
 	return m, nil
 }
