@@ -128,19 +128,28 @@ func changed(old *infrav1alpha1.VirtualMachine, differs func(*infrav1alpha1.Virt
 }
 
 // sameQuantity reports whether a and b are equal or both unset. Either may be unset: a stored
-// VM is whatever the API server decoded, and Validate may run before Default.
+// VM is whatever the API server decoded, and Validate may run before Default. One out of range
+// counts as a change, so that checkMax refuses it.
 func sameQuantity(a, b *resource.Quantity) bool {
-	if a == nil || b == nil {
+	switch {
+	case a == nil || b == nil:
 		return a == b
+	case outOfRange(*a) || outOfRange(*b):
+		return false
 	}
 	return a.Equal(*b)
 }
 
 func (c VMConfig) checkMax(path *field.Path, q *resource.Quantity, maxQ resource.Quantity, isChanged bool) field.ErrorList {
-	if q == nil || !isChanged || q.Cmp(maxQ) <= 0 {
+	switch {
+	case q == nil || !isChanged:
 		return nil
+	case outOfRange(*q):
+		return field.ErrorList{field.Invalid(path, q.String(), "out of range")}
+	case q.Cmp(maxQ) > 0:
+		return field.ErrorList{field.Invalid(path, q.String(), fmt.Sprintf("exceeds the most a VM may have here (%s)", maxQ.String()))}
 	}
-	return field.ErrorList{field.Invalid(path, q.String(), fmt.Sprintf("exceeds the most a VM may have here (%s)", maxQ.String()))}
+	return nil
 }
 
 // vmCPU is the VM's CPU count: a positive whole number, written as a number or a string.

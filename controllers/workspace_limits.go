@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"math"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,9 +38,21 @@ func (l WorkspaceLimits) Check(spec *infrav1alpha1.WorkspaceSpec) *field.Error {
 		if maxQ.IsZero() {
 			maxQ = c.deflt
 		}
-		if c.value != nil && c.value.Cmp(maxQ) > 0 {
+		switch {
+		case c.value == nil:
+		case outOfRange(*c.value):
+			return field.Invalid(c.path, c.value.String(), "out of range")
+		case c.value.Cmp(maxQ) > 0:
 			return field.Invalid(c.path, c.value.String(), fmt.Sprintf("exceeds the most a workspace may have here (%s)", maxQ.String()))
 		}
 	}
 	return nil
+}
+
+// outOfRange reports whether q is beyond float64's range, like 1e999999999, which parses. Such
+// a quantity must never be compared: Quantity.Cmp brings both sides to one exponent, here a
+// number of a billion digits, which takes hours of CPU and gigabytes.
+func outOfRange(q resource.Quantity) bool {
+	f := q.AsApproximateFloat64()
+	return math.IsInf(f, 0) || math.IsNaN(f) // NaN: zero with such an exponent (0 × Inf)
 }

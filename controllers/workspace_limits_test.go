@@ -25,6 +25,7 @@ func TestWorkspaceLimits(t *testing.T) {
 		{"storage over the default", WorkspaceLimits{}, infrav1alpha1.WorkspaceSpec{Storage: infrav1alpha1.WorkspaceStorage{Size: q("1Ti")}}, "spec.storage.size"},
 		{"cpu over a set limit", tight, infrav1alpha1.WorkspaceSpec{Resources: infrav1alpha1.WorkspaceResources{CPU: q("3")}}, "spec.resources.cpu"},
 		{"memory under its default beside a set cpu limit", tight, infrav1alpha1.WorkspaceSpec{Resources: infrav1alpha1.WorkspaceResources{Memory: q("16Gi")}}, ""},
+		{"storage beyond any limit, refused without comparing", WorkspaceLimits{}, infrav1alpha1.WorkspaceSpec{Storage: infrav1alpha1.WorkspaceStorage{Size: q("1e999999999")}}, "spec.storage.size"},
 	}
 	for _, tc := range cases {
 		err := tc.limits.Check(&tc.spec)
