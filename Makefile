@@ -75,7 +75,7 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: lint-charts test-unit test-launcher test-scorecard test-integration test-e2e test-olm ## Run chart lint, unit, launcher, scorecard, envtest, end-to-end and OLM install tests.
+test: lint-charts test-unit test-launcher test-scorecard test-integration test-e2e test-olm test-chaos ## Run chart lint, unit, launcher, scorecard, envtest, end-to-end, OLM install and short chaos tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
@@ -114,6 +114,24 @@ BENCH_ARGS ?=
 bench: build ## Benchmark on a private embedded cluster (BENCH_N GenericDaemons; figures and JSON in bin/bench.json).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
 	go run ./test/bench -n $(BENCH_N) -json $(BIN)/bench.json $(BENCH_ARGS)
+
+CHAOS_ARGS ?=
+
+.PHONY: chaos
+chaos: build ## Kill the operator and the control plane while it works, on a private embedded cluster (bounded; prints what it found; CHAOS_ARGS passes flags).
+	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
+	go run ./test/chaos -json $(BIN)/chaos.json $(CHAOS_ARGS)
+
+.PHONY: test-chaos
+test-chaos: build ## The short form of make chaos: fewer resources, 3 kills, one outage, the leader killed.
+	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
+	go run ./test/chaos -demos 40 -daemons 10 -workspaces 3 -kills 3 -outage 3s -quiet 6s -slack 2s -timeout 5m
+
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME each (default 30s); a finding is written to the package's testdata/fuzz/.
+	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: abuse
 abuse: build ## Attack the workspace API on a private embedded cluster (bounded; prints what was refused, RSS, API requests).

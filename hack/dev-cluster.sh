@@ -3,7 +3,9 @@
 # and kube-scheduler built from source into bin/, listening on 127.0.0.1 only, and three fake
 # nodes on which pods reach Running without a kubelet.
 #
-# Usage: hack/dev-cluster.sh up|down|status
+# Usage: hack/dev-cluster.sh up|down|status|stop|start
+#   stop and start stop the whole control plane and start it again on the same state (a
+#   control-plane outage, for the chaos run).
 #   DEV_CLUSTER_DIR   state, logs and kubeconfig (default: <repo>/.dev-cluster)
 #   DEV_CLUSTER_NAME  kwokctl cluster name (default: cloudspace)
 #   DEV_CLUSTER_ADVERTISE_ADDRESS  kube-apiserver's --advertise-address, for a network namespace
@@ -37,6 +39,10 @@ options:
   bindAddress: 127.0.0.1
   kubeVersion: v1.34.4
   disableQPSLimits: true
+  # Fake nodes' leases last 10 s (kwokctl's default is 200): a kwok controller started again,
+  # after a control-plane outage, has a new identity and manages no pod until they expire.
+  heartbeatFactor: 1
+  nodeLeaseDurationSeconds: 10
   etcdBinary: $bin/etcd
   kubeApiserverBinary: $bin/kube-apiserver
   kubeControllerManagerBinary: $bin/kube-controller-manager
@@ -170,9 +176,38 @@ down() {
   step "removed"
 }
 
+# stop stops every component of the cluster, keeping its state, and waits until they have exited.
+stop() {
+  local left p i
+  left=$(pids)
+  "$bin/kwokctl" stop cluster --name "$name" >/dev/null
+  for i in $(seq 100); do
+    local alive=""
+    for p in $left; do running_pid "$p" && alive="$alive $p"; done
+    left=$alive
+    [ -z "$left" ] && break
+    sleep 0.2
+  done
+  step "stopped"
+}
+
+# start starts the stopped components again and waits until the API server is ready.
+start() {
+  local i
+  "$bin/kwokctl" start cluster --name "$name" >/dev/null
+  for i in $(seq 300); do
+    running && { step "started"; return 0; }
+    sleep 0.2
+  done
+  echo "dev-cluster: the API server did not come back" >&2
+  return 1
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
+  stop) stop ;;
+  start) start ;;
   status) if running; then echo "running; KUBECONFIG=$KUBECONFIG"; else echo "not running"; exit 1; fi ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|stop|start" >&2; exit 2 ;;
 esac

@@ -19,6 +19,8 @@ const (
 	// DefaultFirstStatusDelay is how long the first status of a generation may wait for its
 	// children to become ready, so that children ready within it cost one status write.
 	DefaultFirstStatusDelay = 5 * time.Second
+	// DefaultMaxRetryDelay caps the back-off of a resource whose reconcile keeps failing.
+	DefaultMaxRetryDelay = 10 * time.Second
 )
 
 // config holds what Setup's options set.
@@ -32,6 +34,7 @@ type config struct {
 	reconcileTimeout time.Duration
 	statusInterval   time.Duration
 	firstStatusDelay time.Duration
+	maxRetryDelay    time.Duration
 	operandEnv       []corev1.EnvVar
 }
 
@@ -45,6 +48,7 @@ func defaultConfig() config {
 		reconcileTimeout: 2 * time.Minute,
 		statusInterval:   DefaultStatusInterval,
 		firstStatusDelay: DefaultFirstStatusDelay,
+		maxRetryDelay:    DefaultMaxRetryDelay,
 	}
 }
 
@@ -127,6 +131,18 @@ func WithFirstStatusDelay(d time.Duration) Option {
 			return fmt.Errorf("first status delay %s must not be negative", d)
 		}
 		c.firstStatusDelay = d
+		return nil
+	}
+}
+
+// WithMaxRetryDelay caps the exponential back-off of a resource whose reconcile keeps failing
+// (default DefaultMaxRetryDelay): after an outage, what failed meanwhile is retried within it.
+func WithMaxRetryDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("max retry delay %s must be positive", d)
+		}
+		c.maxRetryDelay = d
 		return nil
 	}
 }

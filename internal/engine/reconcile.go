@@ -61,8 +61,9 @@ type reconciler struct {
 	watchMu    sync.Mutex
 	watched    map[schema.GroupVersionKind]bool
 
-	renders renderMemo
-	written writeMemo
+	renders  renderMemo
+	written  writeMemo
+	recovery *recovery
 }
 
 // scope is what one reconcile of one custom resource works on.
@@ -88,6 +89,7 @@ func (r *reconciler) newObject() *unstructured.Unstructured {
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	start := time.Now()
 	defer func() {
+		r.observe(ctx, retErr)
 		log.FromContext(ctx).V(1).Info("reconciled", "duration", time.Since(start).String(), "requeueAfter", res.RequeueAfter.String(), "error", retErr)
 	}()
 	obj := r.newObject()

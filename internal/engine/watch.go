@@ -99,7 +99,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), resources: mgr.GetCache(), childCache: childCache,
 		mapper: mgr.GetRESTMapper(), recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, cfg: cfg, metrics: sharedMetrics(),
-		watched: map[schema.GroupVersionKind]bool{},
+		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(),
 	}
 	return r.SetupWithManager(mgr)
 }
@@ -118,8 +118,10 @@ func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 				predicate.LabelChangedPredicate{}, deletionStarted{}, finalizerRemoved{}),
 		)).
+		WatchesRawSource(r.recovery.source()).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.watch.MaxConcurrentReconciles,
+			RateLimiter:             rateLimiter(r.cfg.maxRetryDelay),
 			// A reconcile blocked on a slow API call gives up and is retried, rather than
 			// holding a worker forever.
 			ReconciliationTimeout: r.cfg.reconcileTimeout,

@@ -107,7 +107,6 @@ func setUp(ctx context.Context, binary, work string) error {
 	if _, err := envtest.InstallCRDs(cluster.Config, envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
-	os.Setenv("DEMO_PORT", "8080")
 	args, err := grpcSetUp(ctx, work)
 	if err != nil {
 		return err

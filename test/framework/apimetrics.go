@@ -48,6 +48,20 @@ func SumCounter(raw []byte, family string, group func(labels map[string]string) 
 	return out, nil
 }
 
+// SumGauge parses Prometheus text exposition and sums the gauge family's samples.
+func SumGauge(raw []byte, family string) (float64, error) {
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return 0, fmt.Errorf("parsing metrics: %w", err)
+	}
+	var n float64
+	for _, m := range families[family].GetMetric() {
+		n += m.GetGauge().GetValue()
+	}
+	return n, nil
+}
+
 // Sum adds up a per-resource count.
 func Sum(counts map[string]float64) float64 {
 	var n float64

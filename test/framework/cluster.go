@@ -51,6 +51,13 @@ func (c *Cluster) Stop() error {
 	return c.script(ctx, "down")
 }
 
+// StopControlPlane stops every component of the cluster (etcd, kube-apiserver and the
+// controllers), keeping its state; StartControlPlane starts them again.
+func (c *Cluster) StopControlPlane(ctx context.Context) error { return c.script(ctx, "stop") }
+
+// StartControlPlane starts a stopped cluster again and waits until its API server is ready.
+func (c *Cluster) StartControlPlane(ctx context.Context) error { return c.script(ctx, "start") }
+
 func (c *Cluster) script(ctx context.Context, verb string) error {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return err

@@ -23,6 +23,9 @@ type Operator struct {
 	PprofAddr string
 }
 
+// DemoPort is the port test/testdata/watches.yaml gives the Demo kind, through ${DEMO_PORT}.
+const DemoPort = "8080"
+
 // StartOperator runs binary against kubeconfig with the repository's watches.yaml, probes on a
 // free 127.0.0.1 port, and its log in logPath. extraArgs are appended to the command line.
 func StartOperator(binary, kubeconfig, logPath string, extraArgs ...string) (*Operator, error) {
@@ -42,7 +45,9 @@ func StartOperator(binary, kubeconfig, logPath string, extraArgs ...string) (*Op
 		"--watches-file=" + filepath.Join(RepoRoot(), "watches.yaml"),
 		"--zap-devel=false",
 	}, extraArgs...)
-	if o.Process, err = StartProcess(binary, logPath, []string{"KUBECONFIG=" + kubeconfig}, args...); err != nil {
+	// DEMO_PORT is read by test/testdata/watches.yaml, whose Demo kind every operator test serves.
+	env := []string{"KUBECONFIG=" + kubeconfig, "DEMO_PORT=" + DemoPort}
+	if o.Process, err = StartProcess(binary, logPath, env, args...); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -50,6 +50,13 @@ func (p *Process) Exited() (error, bool) {
 	}
 }
 
+// Kill sends SIGKILL, as a node or the OOM killer would, and waits for the exit.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	err := <-p.done
+	p.done <- err
+}
+
 // Stop sends SIGTERM and waits for the exit, killing the process after timeout; it returns
 // the process's exit error, if any.
 func (p *Process) Stop(timeout time.Duration) error {

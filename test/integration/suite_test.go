@@ -126,7 +126,7 @@ func startManager(namespaces ...string) (*runningManager, error) {
 
 // startManagerWith is startManager with more engine options (operand env, say).
 func startManagerWith(opts []engine.Option, namespaces ...string) (*runningManager, error) {
-	os.Setenv("DEMO_PORT", "8080")
+	os.Setenv("DEMO_PORT", framework.DemoPort)
 	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "test", "testdata", "watches.yaml"))
 	if err != nil {
 		return nil, err
