@@ -75,7 +75,7 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: lint-charts test-unit test-launcher test-scorecard test-integration test-e2e test-olm test-chaos ## Run chart lint, unit, launcher, scorecard, envtest, end-to-end, OLM install and short chaos tests.
+test: lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos ## Run chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install and short chaos tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
@@ -132,6 +132,10 @@ FUZZTIME ?= 30s
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 30s); a finding is written to the package's testdata/fuzz/.
 	hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: test-fuzz
+test-fuzz: ## The short form of make fuzz: every fuzz target for 5s.
+	hack/fuzz.sh 5s
 
 .PHONY: abuse
 abuse: build ## Attack the workspace API on a private embedded cluster (bounded; prints what was refused, RSS, API requests).

@@ -157,13 +157,10 @@ running_pid() {
   [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 
-down() {
-  local p left i
-  left=$(pids)
-  if [ -d "$KWOK_WORKDIR" ]; then
-    "$bin/kwokctl" delete cluster --name "$name" >/dev/null
-  fi
-  # kwokctl signals the components and returns; wait until they have really exited.
+# wait_exited waits up to 20 s for the processes $@ to exit (kwokctl signals the components and
+# returns) and prints those still running.
+wait_exited() {
+  local left="$*" p i
   for i in $(seq 100); do
     local alive=""
     for p in $left; do running_pid "$p" && alive="$alive $p"; done
@@ -171,6 +168,16 @@ down() {
     [ -z "$left" ] && break
     sleep 0.2
   done
+  echo $left
+}
+
+down() {
+  local p left
+  left=$(pids)
+  if [ -d "$KWOK_WORKDIR" ]; then
+    "$bin/kwokctl" delete cluster --name "$name" >/dev/null
+  fi
+  left=$(wait_exited $left)
   for p in $left; do kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$dir"
   step "removed"
@@ -178,16 +185,14 @@ down() {
 
 # stop stops every component of the cluster, keeping its state, and waits until they have exited.
 stop() {
-  local left p i
+  local left
   left=$(pids)
   "$bin/kwokctl" stop cluster --name "$name" >/dev/null
-  for i in $(seq 100); do
-    local alive=""
-    for p in $left; do running_pid "$p" && alive="$alive $p"; done
-    left=$alive
-    [ -z "$left" ] && break
-    sleep 0.2
-  done
+  left=$(wait_exited $left)
+  if [ -n "$left" ]; then
+    echo "dev-cluster: still running after stop:$left" >&2
+    return 1
+  fi
   step "stopped"
 }
 

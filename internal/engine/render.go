@@ -31,7 +31,7 @@ func (r *reconciler) desired(s *scope) ([]*unstructured.Unstructured, error) {
 	}
 	in := render.Input{
 		Name: s.obj.GetName(), Namespace: s.obj.GetNamespace(), Values: values,
-		Overrides: r.watch.OverrideValues, Capabilities: caps, IsUpgrade: s.status.Inventory != nil,
+		Overrides: r.watch.OverrideValues, Capabilities: caps, IsUpgrade: isUpgrade(s.obj),
 	}
 	inputs, err := inputsKey(in, r.chart.Digest(), capsKey, string(s.obj.GetUID()))
 	if err != nil {
@@ -121,4 +121,13 @@ func (r *reconciler) checkScope(owner *unstructured.Unstructured, objs []*unstru
 		}
 	}
 	return nil
+}
+
+// isUpgrade tells the chart whether it renders an upgrade: any generation after the first, the
+// spec having changed since the resource was created. It is not whether children were applied
+// before, which the next reconcile would see differently: a resource left alone would have its
+// children rewritten once after its install, by whichever process reconciled it next (a
+// restart, a new leader).
+func isUpgrade(obj client.Object) bool {
+	return obj.GetGeneration() > 1
 }

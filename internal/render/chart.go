@@ -72,7 +72,7 @@ type Input struct {
 	Overrides map[string]string
 	// Capabilities are the cluster's, from discovery; Helm's defaults when nil.
 	Capabilities *chartutil.Capabilities
-	// IsUpgrade is true once the children have been applied at least once.
+	// IsUpgrade renders .Release.IsUpgrade (and IsInstall as its opposite).
 	IsUpgrade bool
 }
 

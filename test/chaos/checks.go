@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -121,19 +122,37 @@ func (c *chaos) children(ctx context.Context, ns string) ([]unstructured.Unstruc
 
 // quietWrites counts the writes to what the operator writes over the quiet window.
 func (c *chaos) quietWrites(ctx context.Context) (map[string]float64, error) {
+	since := time.Now()
 	before, err := framework.APIWrites(ctx, c.cs.RESTClient(), writtenResources...)
 	if err != nil {
 		return nil, err
 	}
 	time.Sleep(c.o.quiet)
+	return c.writesSince(ctx, before, since)
+}
+
+// writesSince counts, by resource, the writes to what the operator writes since the API
+// server's write counters read before (at since). The cluster's own controllers write events
+// too, so events are the operator's own: those it recorded or repeated after since.
+func (c *chaos) writesSince(ctx context.Context, before map[string]float64, since time.Time) (map[string]float64, error) {
 	after, err := framework.APIWrites(ctx, c.cs.RESTClient(), writtenResources...)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]float64{}
 	for r, n := range after {
-		if d := n - before[r]; d > 0 {
+		if d := n - before[r]; d > 0 && r != "events" {
 			out[r] = d
+		}
+	}
+	events, err := c.cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	for _, e := range events.Items {
+		// Event times have whole seconds: one recorded in since's second is not counted.
+		if e.Source.Component == engine.DefaultFieldManager && e.LastTimestamp.After(since) {
+			out["events"]++
 		}
 	}
 	return out, nil

@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
@@ -79,41 +75,11 @@ func (c *chaos) leaderElection(ctx context.Context) (*LeaderReport, error) {
 	}
 	time.Sleep(c.o.quiet)
 	r.APIUnavailableSeconds = outage().Seconds()
-	after, err := framework.APIWrites(ctx, c.cs.RESTClient(), writtenResources...)
-	if err != nil {
+	if r.WritesAfterTakeover, err = c.writesSince(ctx, before, killed); err != nil {
 		return r, err
-	}
-	r.WritesAfterTakeover = map[string]float64{}
-	for res, n := range after {
-		// The cluster's own controllers write events too; ours are counted by their source.
-		if d := n - before[res]; d > 0 && res != "events" {
-			r.WritesAfterTakeover[res] = d
-		}
-	}
-	if n, err := c.operatorEventsSince(ctx, killed); err != nil {
-		return r, err
-	} else if n > 0 {
-		r.WritesAfterTakeover["events"] = float64(n)
 	}
 	c.judgeLeader(r)
 	return r, c.deleteAll(ctx, stormy)
-}
-
-// operatorEventsSince counts the events the operator's reconcilers recorded or repeated after t.
-// Event times have whole seconds, so one recorded in t's second is not counted; a takeover
-// takes seconds. Leader election's own event ("became leader") has another source.
-func (c *chaos) operatorEventsSince(ctx context.Context, t time.Time) (int, error) {
-	events, err := c.cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("listing events: %w", err)
-	}
-	n := 0
-	for _, e := range events.Items {
-		if e.Source.Component == engine.DefaultFieldManager && e.LastTimestamp.After(t) {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // judgeLeader records what the leader phase got wrong.
@@ -181,7 +147,7 @@ func (c *chaos) leaderOf(ctx context.Context, replicas []*replica) (leader, othe
 
 // leading reads controller-runtime's leader_election_master_status from a replica's metrics.
 func leading(ctx context.Context, rep *replica) bool {
-	raw, err := scrape(ctx, rep.metricsAddr)
+	raw, err := framework.HTTPGet(ctx, rep.metricsAddr, "/metrics")
 	if err != nil {
 		return false
 	}
@@ -198,7 +164,7 @@ func waitLeading(ctx context.Context, rep *replica, timeout time.Duration) error
 // waitReconciled waits until the replica has reconciled n resources successfully.
 func (c *chaos) waitReconciled(ctx context.Context, rep *replica, n int) error {
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		raw, err := scrape(ctx, rep.metricsAddr)
+		raw, err := framework.HTTPGet(ctx, rep.metricsAddr, "/metrics")
 		if err != nil {
 			return false, nil
 		}
@@ -207,19 +173,6 @@ func (c *chaos) waitReconciled(ctx context.Context, rep *replica, n int) error {
 		})
 		return err == nil && counts[""] >= float64(n), nil
 	})
-}
-
-func scrape(ctx context.Context, addr string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
 }
 
 // watchAPI calls List on the API at addr every 200 ms; stop returns the longest stretch of

@@ -33,6 +33,16 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 	}
 }
 
+// consistently fails t as soon as check fails within d: what must not happen, watched for d.
+func consistently(t *testing.T, d time.Duration, check func() error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // newNamespace creates a namespace for one test and deletes it afterwards.
 func newNamespace(t *testing.T) string {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,19 +147,36 @@ func TestDeletionHeldByAnotherFinalizerReportsDeleting(t *testing.T) {
 	eventually(t, timeout, func() error { return gone(d.obj) })
 }
 
-// TestUpgradeRendersWithIsUpgrade: .Release.IsUpgrade is part of what the render is
-// remembered by, so the render after the first apply sees true.
+// TestUpgradeRendersWithIsUpgrade: a resource's first generation renders as an install at every
+// reconcile, so its children are not rewritten once they were applied; a spec change renders
+// as an upgrade.
 func TestUpgradeRendersWithIsUpgrade(t *testing.T) {
 	ns := newNamespace(t)
-	createDemo(t, ns, "upgraded", map[string]any{"greeting": "hi"})
+	d := createDemo(t, ns, "upgraded", map[string]any{"greeting": "hi"})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upgraded-config"}}
-	eventually(t, timeout, func() error {
+	upgrade := func(want, greeting string) func() error {
+		return func() error {
+			if err := get(cm); err != nil {
+				return err
+			}
+			if cm.Data["upgrade"] != want || cm.Data["greeting"] != greeting {
+				return fmt.Errorf("rendered upgrade %q greeting %q, want %q %q", cm.Data["upgrade"], cm.Data["greeting"], want, greeting)
+			}
+			return nil
+		}
+	}
+	eventually(t, timeout, upgrade("false", "hi"))
+	version := cm.ResourceVersion
+	d.patch(t, `{"metadata":{"annotations":{"test.cloudspace.dev/poke":"1"}}}`) // a reconcile, same generation
+	consistently(t, 2*time.Second, func() error {
 		if err := get(cm); err != nil {
 			return err
 		}
-		if cm.Data["upgrade"] != "true" {
-			return fmt.Errorf(".Release.IsUpgrade rendered %q after the first apply, want true", cm.Data["upgrade"])
+		if cm.ResourceVersion != version {
+			return fmt.Errorf("the ConfigMap was rewritten at the same generation: upgrade %q", cm.Data["upgrade"])
 		}
 		return nil
 	})
+	d.patch(t, `{"spec":{"greeting":"hello again"}}`)
+	eventually(t, timeout, upgrade("true", "hello again"))
 }

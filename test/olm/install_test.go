@@ -146,9 +146,10 @@ func approveInstallPlan(t *testing.T, csv string) {
 		}
 		return nil
 	})
+	// No optimistic lock: OLM writes the plan meanwhile, and the patch sets nothing but approved.
 	base := plan.DeepCopy()
 	plan.Spec.Approved = true
-	if err := k8sClient.Patch(context.Background(), plan, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := k8sClient.Patch(context.Background(), plan, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,8 +3,6 @@ package olm
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -77,7 +75,7 @@ func runInstalledManager(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVers
 		if err, exited := m.Exited(); exited {
 			t.Fatalf("the manager exited: %v (log: %s)", err, log)
 		}
-		_, err := m.get(ctx, m.probeAddr, "/readyz")
+		_, err := framework.HTTPGet(ctx, m.probeAddr, "/readyz")
 		return err
 	})
 	return m
@@ -195,28 +193,11 @@ func freeAddr(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
-func (m *installedManager) get(ctx context.Context, addr, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return body, err
-}
-
 // waitReconciled waits until the manager has reconciled at least n resources successfully.
 func (m *installedManager) waitReconciled(t *testing.T, n int) {
 	t.Helper()
 	waitFor(t, time.Minute, fmt.Sprintf("%d reconciles", n), func(ctx context.Context) error {
-		raw, err := m.get(ctx, m.metricsAddr, "/metrics")
+		raw, err := framework.HTTPGet(ctx, m.metricsAddr, "/metrics")
 		if err != nil {
 			return err
 		}
