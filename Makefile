@@ -109,11 +109,13 @@ test-olm: build ## Install the bundle through OLM (catalog, Subscription, upgrad
 
 BENCH_N ?= 500
 BENCH_ARGS ?=
+# The scale phase's numbers of Demos (empty: none).
+BENCH_SCALE ?= 1000,5000,10000
 
 .PHONY: bench
 bench: build ## Benchmark on a private embedded cluster (BENCH_N GenericDaemons; figures and JSON in bin/bench.json).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go run ./test/bench -n $(BENCH_N) -json $(BIN)/bench.json $(BENCH_ARGS)
+	go run ./test/bench -n $(BENCH_N) -scale=$(BENCH_SCALE) -json $(BIN)/bench.json $(BENCH_ARGS)
 
 CHAOS_ARGS ?=
 

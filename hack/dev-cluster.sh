@@ -58,11 +58,15 @@ componentsPatches:
   # development-only provisioner built into the controller manager.
   - key: enable-hostpath-provisioner
     value: "true"
+- name: kube-apiserver
+  extraArgs:
+  # Room for 65k Services (the API server's default, a /24, holds 254): make bench's scale
+  # phase makes a Service per resource.
+  - key: service-cluster-ip-range
+    value: 10.96.0.0/16
 EOF
   if [ -n "${DEV_CLUSTER_ADVERTISE_ADDRESS:-}" ]; then
     cat >>"$dir/kwokctl.yaml" <<EOF
-- name: kube-apiserver
-  extraArgs:
   - key: advertise-address
     value: $DEV_CLUSTER_ADVERTISE_ADDRESS
 EOF

@@ -46,6 +46,11 @@ const (
 	PauseAnnotation = "infra.cloudspace.dev/paused"
 	// Finalizer guards the teardown of a CR's children.
 	Finalizer = "infra.cloudspace.dev/finalizer"
+	// ServedByAnnotation names the watches.yaml selector of the operator that added the
+	// finalizer (absent for an operator with no selector). Only that operator tears the CR down
+	// once it has left every selector, so operators sharded by selector never touch each
+	// other's CRs.
+	ServedByAnnotation = "infra.cloudspace.dev/served-by"
 )
 
 // Event reasons the operator records on a custom resource.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -8,38 +9,66 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
 // renderMemo remembers each resource's last render, so that an unchanged resource is never
-// rendered twice.
+// rendered twice. Renders are kept encoded: a few hundred bytes of JSON per child instead of
+// kilobytes of maps, since one is kept for every resource (decoding costs far less than
+// rendering), and each get hands out copies nobody else holds.
 type renderMemo struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]rendered
 }
 
-// rendered is one resource's last render and the key of the inputs it came from.
+// rendered is one resource's last render, encoded, and the key of the inputs it came from.
 type rendered struct {
 	inputs  string
-	objects []*unstructured.Unstructured
+	objects []byte
 }
 
 func (m *renderMemo) get(key types.NamespacedName, inputs string) ([]*unstructured.Unstructured, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	r, ok := m.m[key]
-	return r.objects, ok && r.inputs == inputs
+	m.mu.Unlock()
+	if !ok || r.inputs != inputs {
+		return nil, false
+	}
+	objs, err := decodeObjects(r.objects)
+	return objs, err == nil
 }
 
 func (m *renderMemo) put(key types.NamespacedName, inputs string, objs []*unstructured.Unstructured) {
+	data, err := json.Marshal(objs)
+	if err != nil {
+		return // not remembered: the next reconcile renders again
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
 		m.m = map[types.NamespacedName]rendered{}
 	}
-	m.m[key] = rendered{inputs: inputs, objects: objs}
+	m.m[key] = rendered{inputs: inputs, objects: data}
+}
+
+// decodeObjects reads what put encoded, numbers as int64 where whole, as the API server's are.
+func decodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
+	var items []any
+	if err := utiljson.Unmarshal(data, &items); err != nil {
+		return nil, err
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(items))
+	for _, item := range items {
+		obj, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("a remembered render holds %T, not an object", item)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
+	}
+	return objs, nil
 }
 
 func (m *renderMemo) forget(key types.NamespacedName) {

@@ -130,16 +130,6 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 }
 
-// serves reports whether obj is this reconciler's to reconcile: it matches the watches.yaml
-// selector, or it is being deleted with our finalizer (a resource relabelled out of the
-// selector still gets its teardown).
-func (r *reconciler) serves(obj client.Object) bool {
-	if r.selector.Matches(labels.Set(obj.GetLabels())) {
-		return true
-	}
-	return !obj.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer)
-}
-
 // newScope starts a reconcile of obj. putOff is the inventory of a status put off and not yet
 // written (firstStatusWait): its children exist, so it counts as recorded.
 func newScope(obj *unstructured.Unstructured, putOff *infrav1alpha1.Inventory) (*scope, error) {
@@ -157,7 +147,7 @@ func newScope(obj *unstructured.Unstructured, putOff *infrav1alpha1.Inventory) (
 // the cache may just not show our patch yet: the API server is asked first, so that a lagging
 // cache costs a read, not a write, and a finalizer removed by hand is put back.
 func (r *reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
-	if !obj.GetDeletionTimestamp().IsZero() || controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) {
+	if !obj.GetDeletionTimestamp().IsZero() || r.claimed(obj) {
 		return nil
 	}
 	target := obj.DeepCopy()
@@ -165,18 +155,22 @@ func (r *reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unst
 		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), target); err != nil {
 			return fmt.Errorf("reading %s %s: %w", r.gvk.Kind, obj.GetName(), err)
 		}
-		if controllerutil.ContainsFinalizer(target, infrav1alpha1.Finalizer) || !target.GetDeletionTimestamp().IsZero() {
+		if r.claimed(target) || !target.GetDeletionTimestamp().IsZero() {
 			obj.SetFinalizers(target.GetFinalizers())
+			obj.SetAnnotations(target.GetAnnotations())
 			obj.SetDeletionTimestamp(target.GetDeletionTimestamp())
 			return nil
 		}
 	}
 	base := target.DeepCopy()
 	controllerutil.AddFinalizer(target, infrav1alpha1.Finalizer)
+	// A resource handed over from another shard is ours to tear down from now on.
+	r.stampShard(target)
 	if err := r.client.Patch(ctx, target, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("adding the finalizer: %w", err)
 	}
 	obj.SetFinalizers(target.GetFinalizers())
+	obj.SetAnnotations(target.GetAnnotations())
 	r.written.record(obj, func(w *lastWrite) { w.finalizer = true })
 	return nil
 }

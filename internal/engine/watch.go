@@ -110,10 +110,10 @@ func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name()).
 		For(r.newObject(), builder.WithPredicates(
-			// A resource that leaves the selector with our finalizer still passes: its
-			// reconcile forgets it, and its deletion tears it down.
+			// A resource that leaves the selector, served by us, still passes: its reconcile
+			// forgets it, and its deletion tears it down.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return r.selector.Matches(labels.Set(o.GetLabels())) || controllerutil.ContainsFinalizer(o, infrav1alpha1.Finalizer)
+				return r.selector.Matches(labels.Set(o.GetLabels())) || r.claimed(o)
 			}),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 				predicate.LabelChangedPredicate{}, deletionStarted{}, finalizerRemoved{}),

@@ -14,9 +14,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
@@ -31,6 +33,10 @@ type options struct {
 	operator   string
 	jsonPath   string
 	keep       bool
+	// scale is the scale phase's sizes, ascending; none for no scale phase.
+	scale []int
+	// heapProfiles is where the scale phase saves the operator's heap profile at each size.
+	heapProfiles string
 }
 
 // Report is everything one bench run measured.
@@ -50,6 +56,8 @@ type Report struct {
 	CreateP99Ratio float64 `json:"createAndWaitP99RatioToFloor"`
 	// VirtualMachines is nil when the run made none (-vms 0).
 	VirtualMachines *VMPhase `json:"virtualMachines"`
+	// Scale is nil when the run had no scale phase (-scale "").
+	Scale *Scale `json:"scale"`
 }
 
 // Phase is one measured stretch of the run.
@@ -57,13 +65,16 @@ type Phase struct {
 	Seconds     float64 `json:"seconds"`
 	Writes      float64 `json:"writes"`
 	WritesPerCR float64 `json:"writesPerCR"`
-	// WritesPerCRByResource splits WritesPerCR by the resource written.
-	WritesPerCRByResource map[string]float64 `json:"writesPerCRByResource,omitempty"`
-	OperatorCPU           float64            `json:"operatorCPUSeconds,omitempty"`
-	OperatorRSSMB         float64            `json:"operatorPeakRSSMiB,omitempty"`
+	// WritesPerCRByCause splits WritesPerCR by what was written and how: "pods POST",
+	// "genericdaemons PATCH" (the finalizer), "genericdaemons/status APPLY".
+	WritesPerCRByCause map[string]float64 `json:"writesPerCRByCause,omitempty"`
+	OperatorCPU        float64            `json:"operatorCPUSeconds,omitempty"`
+	OperatorRSSMB      float64            `json:"operatorPeakRSSMiB,omitempty"`
 }
 
 func main() {
+	// The scale phase's cache of Demos logs through controller-runtime: nothing of it is wanted.
+	ctrllog.SetLogger(logr.Discard())
 	var o options
 	flag.IntVar(&o.n, "n", 500, "GenericDaemons to create")
 	flag.IntVar(&o.workspaces, "workspaces", 100, "concurrent create-and-wait calls (and Deployments for their floor)")
@@ -74,8 +85,15 @@ func main() {
 	flag.StringVar(&o.operator, "operator", filepath.Join(framework.RepoRoot(), "bin", "manager"), "operator binary")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster and logs after the run")
+	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "save the operator's heap profile at each scale point in this directory")
+	sizes := flag.String("scale", "1000,5000,10000", "the scale phase's numbers of Demos, ascending (empty: no scale phase)")
 	flag.Parse()
-	if err := run(o); err != nil {
+	var err error
+	if o.scale, err = parseSizes(*sizes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err = run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -171,13 +189,19 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.CreateAndWait, err = b.createAndWait(ctx); err != nil {
 		return nil, fmt.Errorf("workspaces: %w", err)
 	}
+	// The VM and scale phases start operators of their own: the VMs' flags depend on what the
+	// nodes offer, and the scale phase's operator serves Demo only.
+	if err := op.Stop(time.Minute); err != nil {
+		return nil, fmt.Errorf("stopping the operator: %w", err)
+	}
 	if b.o.vms > 0 {
-		// The VM phase starts an operator of its own: its flags depend on what the nodes offer.
-		if err := op.Stop(time.Minute); err != nil {
-			return nil, fmt.Errorf("stopping the operator: %w", err)
-		}
 		if rep.VirtualMachines, err = b.virtualMachines(ctx); err != nil {
 			return nil, fmt.Errorf("virtual machines: %w", err)
+		}
+	}
+	if len(b.o.scale) > 0 {
+		if rep.Scale, err = b.scale(ctx); err != nil {
+			return nil, fmt.Errorf("scale: %w", err)
 		}
 	}
 	rep.ReadyRatio = rep.Operator.Seconds / rep.Floor.Seconds
@@ -198,6 +222,8 @@ func report(r *Report, jsonPath string) error {
 	row("forced resync (restart)", r.Resync)
 	row(fmt.Sprintf("steady state (%.0fs idle)", r.Steady.Seconds), r.Steady)
 	fmt.Printf("\nready time vs floor: %.2fx   writes per CR vs floor: %.2fx\n", r.ReadyRatio, r.WritesRatio)
+	fmt.Printf("writes per GenericDaemon by cause\n  floor:    %s\n  operator: %s\n",
+		byCause(r.Floor.WritesPerCRByCause), byCause(r.Operator.WritesPerCRByCause))
 	fmt.Printf("\nWorkspaces: %d concurrent calls\n\n%-44s %8s %8s %8s %8s\n", r.CreateAndWait.N, "", "p50 s", "p99 s", "max s", "wall s")
 	latencyRow("floor: Deployment created → pod ready", r.PodsFloor)
 	latencyRow("floor with a PVC each (the workspace's shape)", r.VolumeFloor)
@@ -205,6 +231,9 @@ func report(r *Report, jsonPath string) error {
 	fmt.Printf("\ncreate-and-wait vs floor: p50 %.2fx, p99 %.2fx\n", r.CreateP50Ratio, r.CreateP99Ratio)
 	if r.VirtualMachines != nil {
 		reportVMs(r.VirtualMachines)
+	}
+	if r.Scale != nil {
+		reportScale(r.Scale)
 	}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ func (b *bench) floor(ctx context.Context) (Phase, error) {
 	}
 	fmt.Printf("bench: floor: %d × the chart's objects, created directly\n", b.o.n)
 	return b.phase(ctx, nil, func() error {
-		err := b.parallel(func(i int) error {
+		err := b.parallel(b.o.n, func(i int) error {
 			objs, err := chart.Render(render.Input{Name: fmt.Sprintf("gd-%d", i), Namespace: floorNamespace, Values: values})
 			if err != nil {
 				return err
@@ -81,7 +82,7 @@ func (b *bench) converge(ctx context.Context, op *framework.Operator) (Phase, er
 	}
 	fmt.Printf("bench: operator: %d GenericDaemons\n", b.o.n)
 	return b.phase(ctx, op, func() error {
-		err := b.parallel(func(i int) error {
+		err := b.parallel(b.o.n, func(i int) error {
 			gd := &infrav1alpha1.GenericDaemon{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: fmt.Sprintf("gd-%d", i)}, Spec: benchSpec()}
 			return b.c.Create(ctx, gd)
 		})
@@ -121,7 +122,7 @@ func (b *bench) phase(ctx context.Context, op *framework.Operator, fn func() err
 
 // phaseOver is phase for a stretch that made crs custom resources: its writes are per one of them.
 func (b *bench) phaseOver(ctx context.Context, op *framework.Operator, crs int, fn func() error) (Phase, error) {
-	before, err := framework.APIWrites(ctx, b.cs.RESTClient())
+	before, err := framework.APIWriteCauses(ctx, b.cs.RESTClient())
 	if err != nil {
 		return Phase{}, err
 	}
@@ -136,19 +137,19 @@ func (b *bench) phaseOver(ctx context.Context, op *framework.Operator, crs int, 
 		return Phase{}, err
 	}
 	p := Phase{Seconds: time.Since(start).Seconds()}
-	after, err := framework.APIWrites(ctx, b.cs.RESTClient())
+	after, err := framework.APIWriteCauses(ctx, b.cs.RESTClient())
 	if err != nil {
 		return Phase{}, err
 	}
-	// Leases are the control plane's own heartbeats, not work caused by the phase.
-	p.Writes = framework.Sum(after) - framework.Sum(before) - (after["leases"] - before["leases"])
-	p.WritesPerCR = p.Writes / float64(crs)
-	p.WritesPerCRByResource = map[string]float64{}
-	for r, n := range after {
-		if d := n - before[r]; d > 0 && r != "leases" {
-			p.WritesPerCRByResource[r] = d / float64(crs)
+	p.WritesPerCRByCause = map[string]float64{}
+	for cause, n := range after {
+		// Leases are the control plane's own heartbeats, not work caused by the phase.
+		if d := n - before[cause]; d > 0 && !strings.HasPrefix(cause, "leases ") {
+			p.Writes += d
+			p.WritesPerCRByCause[cause] = d / float64(crs)
 		}
 	}
+	p.WritesPerCR = p.Writes / float64(crs)
 	if op != nil {
 		u1, err := framework.Usage(op.PID())
 		if err != nil {
@@ -242,7 +243,7 @@ func (b *bench) namespace(ctx context.Context, name string) error {
 }
 
 // parallel runs fn(0..n-1) on the bench's workers and returns the first error.
-func (b *bench) parallel(fn func(i int) error) error {
+func (b *bench) parallel(n int, fn func(i int) error) error {
 	jobs := make(chan int)
 	errs := make(chan error, b.o.workers)
 	var wg sync.WaitGroup
@@ -260,7 +261,7 @@ func (b *bench) parallel(fn func(i int) error) error {
 	}
 	go func() {
 		defer close(jobs)
-		for i := range b.o.n {
+		for i := range n {
 			select {
 			case jobs <- i:
 			case err := <-errs:

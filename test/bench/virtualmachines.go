@@ -248,11 +248,11 @@ func reportVMs(v *VMPhase) {
 	fmt.Printf("%-44s %8s %8s %8s %8s\n", "", "p50 s", "p99 s", "max s", "wall s")
 	latencyRow("created → status.phase Running", v.CreateToRunning)
 	fmt.Printf("\nwrites per VM: %.2f (%s)\nop CPU-s: %.2f   op peak RSS: %.1f MiB\n",
-		v.WritesPerCR, byResource(v.WritesPerCRByResource), v.OperatorCPU, v.OperatorRSSMB)
+		v.WritesPerCR, byCause(v.WritesPerCRByCause), v.OperatorCPU, v.OperatorRSSMB)
 }
 
-// byResource lists per-resource figures, largest first.
-func byResource(m map[string]float64) string {
+// byCause lists per-cause figures, largest first.
+func byCause(m map[string]float64) string {
 	names := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
 		return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b))
 	})

@@ -27,6 +27,22 @@ func APIWrites(ctx context.Context, c rest.Interface, resources ...string) (map[
 	})
 }
 
+// APIWriteCauses is APIWrites for every resource, split by subresource and verb: "pods POST",
+// "genericdaemons PATCH" (a finalizer), "genericdaemons/status APPLY".
+func APIWriteCauses(ctx context.Context, c rest.Interface) (map[string]float64, error) {
+	raw, err := c.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	return SumCounter(raw, "apiserver_request_total", func(labels map[string]string) (string, bool) {
+		key := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		return key + " " + labels["verb"], slices.Contains(writeVerbs, labels["verb"])
+	})
+}
+
 // SumCounter parses Prometheus text exposition and sums the counter family's samples by the key
 // that group returns for each sample's labels, skipping samples for which it returns false.
 func SumCounter(raw []byte, family string, group func(labels map[string]string) (string, bool)) (map[string]float64, error) {

@@ -131,6 +131,12 @@ func startManagerWith(opts []engine.Option, namespaces ...string) (*runningManag
 	if err != nil {
 		return nil, err
 	}
+	return startManagerOf(ws, true, opts, namespaces...)
+}
+
+// startManagerOf runs the operator's controllers for ws, and its webhooks when asked (one
+// manager at a time can serve them: they share the test API server's configuration).
+func startManagerOf(ws []watches.Watch, withWebhooks bool, opts []engine.Option, namespaces ...string) (*runningManager, error) {
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(namespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -152,8 +158,10 @@ func startManagerWith(opts []engine.Option, namespaces ...string) (*runningManag
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.SetupVirtualMachineWebhook(mgr, vmConfig); err != nil {
-		return nil, err
+	if withWebhooks {
+		if err := controllers.SetupVirtualMachineWebhook(mgr, vmConfig); err != nil {
+			return nil, err
+		}
 	}
 	if err := controllers.Setup(mgr, ws, controllers.Config{
 		Workspace: controllers.WorkspaceConfig{
@@ -172,6 +180,9 @@ func startManagerWith(opts []engine.Option, namespaces ...string) (*runningManag
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		cancel()
 		return nil, fmt.Errorf("manager cache did not sync")
+	}
+	if !withWebhooks {
+		return m, nil
 	}
 	// A test that admits a VirtualMachine right after a restart needs the webhooks served.
 	webhooks := mgr.GetWebhookServer().StartedChecker()
