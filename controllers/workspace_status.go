@@ -29,7 +29,14 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	return engine.StatusResult{Fields: fields, RequeueAfter: untilTimeout(ws, st, l.now())}, nil
+	return engine.StatusResult{Fields: fields, RequeueAfter: untilTimeout(ws, st, l.now()), Prompt: awaited(st.Phase)}, nil
+}
+
+// awaited reports whether a create-and-wait call may be waiting to read phase (Running, or
+// Failed), so that it is written at once rather than when the Deployment's own status has
+// caught up with its pod.
+func awaited(phase infrav1alpha1.WorkspacePhase) bool {
+	return phase == infrav1alpha1.WorkspaceRunning || phase == infrav1alpha1.WorkspaceFailed
 }
 
 func podsOf(observed []*unstructured.Unstructured) ([]corev1.Pod, error) {

@@ -53,21 +53,22 @@ func TestWorkspacePhases(t *testing.T) {
 		msg     string
 		node    string
 		requeue bool
+		awaited bool
 	}{
-		{"new: no pod yet", workspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true},
-		{"unscheduled", workspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true},
+		{"new: no pod yet", workspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true, false},
+		{"unscheduled", workspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true, false},
 		{"pulling", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceStarting, "ContainerCreating", "", true},
+			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceStarting, "ContainerCreating", "", true, false},
 		{"ready", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false},
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true},
 		{"start timed out", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &long}),
-			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, infrav1alpha1.WorkspaceFailed, "within 2m0s: ide: ImagePullBackOff", "", false},
+			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, infrav1alpha1.WorkspaceFailed, "within 2m0s: ide: ImagePullBackOff", "", false, true},
 		{"failed recovers when ready", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &long}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false},
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true},
 		{"stopping", workspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceStopping, "exit", "", false},
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceStopping, "exit", "", false, false},
 		{"stopped", workspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}),
-			[]corev1.Pod{deleting}, infrav1alpha1.WorkspaceStopped, "storage is kept", "", false},
+			[]corev1.Pod{deleting}, infrav1alpha1.WorkspaceStopped, "storage is kept", "", false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +78,9 @@ func TestWorkspacePhases(t *testing.T) {
 			}
 			if got := untilTimeout(tc.ws, st, t0) > 0; got != tc.requeue {
 				t.Errorf("requeue for the timeout = %v, want %v", got, tc.requeue)
+			}
+			if got := awaited(st.Phase); got != tc.awaited {
+				t.Errorf("written at once (Prompt) = %v, want %v", got, tc.awaited)
 			}
 			if st.Port != 8080 || st.URL != "http://alice-go.ides.svc:8080/" {
 				t.Errorf("port %d url %s", st.Port, st.URL)

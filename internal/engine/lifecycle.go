@@ -47,6 +47,10 @@ type StatusResult struct {
 	// only changes are in these fields and in condition messages is written at most once per
 	// status interval, so that a rollout does not cost a write per step.
 	Progress []string
+	// Prompt asks for this status to be written at once rather than put off until the
+	// children are ready (the first status of a generation waits for them up to the first
+	// status delay): for a status someone is waiting to read, like a workspace now Running.
+	Prompt bool
 }
 
 // PodObserver is implemented by lifecycles whose status needs the pods that the chart's

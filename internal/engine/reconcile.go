@@ -72,6 +72,7 @@ type scope struct {
 	status       engineStatus
 	fields       map[string]any // the kind's status fields (Lifecycle.Status)
 	progress     []string       // the fields that only count progress
+	prompt       bool           // the kind wants this status written at once
 	outcome      outcome
 	firstInstall bool          // no child was applied before: the status has no inventory
 	released     bool          // our finalizer is gone: forget the resource once its status is written
@@ -304,7 +305,7 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 func (r *reconciler) firstStatusWait(base *unstructured.Unstructured, s *scope) time.Duration {
 	ready := meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionReady)
 	generation, _, _ := unstructured.NestedInt64(base.Object, "status", "observedGeneration")
-	if r.cfg.firstStatusDelay <= 0 || generation == s.obj.GetGeneration() || ready == nil || ready.Reason != infrav1alpha1.ReasonApplying {
+	if r.cfg.firstStatusDelay <= 0 || s.prompt || generation == s.obj.GetGeneration() || ready == nil || ready.Reason != infrav1alpha1.ReasonApplying {
 		return 0
 	}
 	since := r.written.putOff(s.obj, s.status.Inventory, time.Now())

@@ -107,7 +107,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 	if err != nil {
 		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
-	s.fields, s.progress = res.Fields, res.Progress
+	s.fields, s.progress, s.prompt = res.Fields, res.Progress, res.Prompt
 	return res.RequeueAfter, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -159,5 +160,28 @@ func TestMergeInventoryKeepsEveryEntryOnce(t *testing.T) {
 	}
 	if got := mergeInventory(nil, e("x")); len(got.Entries) != 1 {
 		t.Errorf("merged with nothing = %+v", got)
+	}
+}
+
+func TestFirstStatusIsPutOffUnlessPrompt(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	obj.SetName("ws")
+	obj.SetGeneration(1)
+	applying := []metav1.Condition{{Type: infrav1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: infrav1alpha1.ReasonApplying}}
+	for _, tc := range []struct {
+		name   string
+		prompt bool
+		putOff bool
+	}{
+		{"children on their way to ready", false, true},
+		{"a status the kind wants written at once", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &reconciler{cfg: config{firstStatusDelay: 5 * time.Second}}
+			s := &scope{obj: obj, status: engineStatus{Conditions: applying}, prompt: tc.prompt}
+			if got := r.firstStatusWait(obj, s) > 0; got != tc.putOff {
+				t.Errorf("put off = %v, want %v", got, tc.putOff)
+			}
+		})
 	}
 }

@@ -49,11 +49,16 @@ type Report struct {
 	ReadyRatio  float64 `json:"readyRatioToFloor"`
 	WritesRatio float64 `json:"writesRatioToFloor"`
 	// The workspace API: N concurrent create-and-wait calls against N Deployments made directly.
-	PodsFloor      Latency `json:"workspacePodsFloor"`
-	VolumeFloor    Latency `json:"workspacePodsWithVolumeFloor"`
-	CreateAndWait  Latency `json:"workspaceCreateAndWait"`
-	CreateP50Ratio float64 `json:"createAndWaitP50RatioToFloor"`
-	CreateP99Ratio float64 `json:"createAndWaitP99RatioToFloor"`
+	PodsFloor     Latency `json:"workspacePodsFloor"`
+	VolumeFloor   Latency `json:"workspacePodsWithVolumeFloor"`
+	CreateAndWait Latency `json:"workspaceCreateAndWait"`
+	// CreateWrites is the API writes of the create-and-wait calls, per workspace.
+	CreateWrites Phase `json:"workspaceCreateWrites"`
+	// CreateTimeline splits CreateAndWait by what the bench saw happen meanwhile.
+	CreateTimeline Timeline `json:"workspaceCreateTimeline"`
+	// The ratios are to the floor of the workspace's shape: a pod with a volume.
+	CreateP50Ratio float64 `json:"createAndWaitP50RatioToVolumeFloor"`
+	CreateP99Ratio float64 `json:"createAndWaitP99RatioToVolumeFloor"`
 	// VirtualMachines is nil when the run made none (-vms 0).
 	VirtualMachines *VMPhase `json:"virtualMachines"`
 	// Scale is nil when the run had no scale phase (-scale "").
@@ -186,7 +191,11 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.VolumeFloor, err = b.podsFloor(ctx, wsVolumeNamespace, true); err != nil {
 		return nil, fmt.Errorf("workspace floor with volumes: %w", err)
 	}
-	if rep.CreateAndWait, err = b.createAndWait(ctx); err != nil {
+	rep.CreateWrites, err = b.phaseOver(ctx, nil, b.o.workspaces, func() (err error) {
+		rep.CreateAndWait, rep.CreateTimeline, err = b.createAndWait(ctx)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("workspaces: %w", err)
 	}
 	// The VM and scale phases start operators of their own: the VMs' flags depend on what the
@@ -206,8 +215,8 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	}
 	rep.ReadyRatio = rep.Operator.Seconds / rep.Floor.Seconds
 	rep.WritesRatio = rep.Operator.WritesPerCR / rep.Floor.WritesPerCR
-	rep.CreateP50Ratio = rep.CreateAndWait.P50 / rep.PodsFloor.P50
-	rep.CreateP99Ratio = rep.CreateAndWait.P99 / rep.PodsFloor.P99
+	rep.CreateP50Ratio = rep.CreateAndWait.P50 / rep.VolumeFloor.P50
+	rep.CreateP99Ratio = rep.CreateAndWait.P99 / rep.VolumeFloor.P99
 	return rep, nil
 }
 
@@ -228,7 +237,11 @@ func report(r *Report, jsonPath string) error {
 	latencyRow("floor: Deployment created → pod ready", r.PodsFloor)
 	latencyRow("floor with a PVC each (the workspace's shape)", r.VolumeFloor)
 	latencyRow("createSpaceAndWaitForRunning (gRPC)", r.CreateAndWait)
-	fmt.Printf("\ncreate-and-wait vs floor: p50 %.2fx, p99 %.2fx\n", r.CreateP50Ratio, r.CreateP99Ratio)
+	for _, step := range r.CreateTimeline.Steps {
+		latencyRow("  "+step.Name, step.Latency)
+	}
+	fmt.Printf("\ncreate-and-wait vs the floor with a PVC: p50 %.2fx, p99 %.2fx\n", r.CreateP50Ratio, r.CreateP99Ratio)
+	fmt.Printf("writes per workspace: %.2f (%s)\n", r.CreateWrites.WritesPerCR, byCause(r.CreateWrites.WritesPerCRByCause))
 	if r.VirtualMachines != nil {
 		reportVMs(r.VirtualMachines)
 	}

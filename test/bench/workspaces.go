@@ -169,41 +169,55 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// createAndWait makes N concurrent createSpaceAndWaitForRunning calls with the seed's client.
-func (b *bench) createAndWait(ctx context.Context) (Latency, error) {
+// createAndWait makes N concurrent createSpaceAndWaitForRunning calls with the seed's client,
+// and splits their latency by what the bench saw meanwhile.
+func (b *bench) createAndWait(ctx context.Context) (Latency, Timeline, error) {
 	fmt.Printf("bench: workspaces: %d concurrent createSpaceAndWaitForRunning calls\n", b.o.workspaces)
 	conn, err := b.dial()
 	if err != nil {
-		return Latency{}, err
+		return Latency{}, Timeline{}, err
 	}
 	defer conn.Close()
+	seen, stop, err := b.watchTimeline(ctx, wsNamespace)
+	if err != nil {
+		return Latency{}, Timeline{}, err
+	}
+	defer stop()
 	seed := pb.NewCloudIdeServiceClient(conn)
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+benchToken)
-	samples := make([]time.Duration, b.o.workspaces)
+	began, returned := make([]time.Time, b.o.workspaces), make([]time.Time, b.o.workspaces)
 	errs := make(chan error, b.o.workspaces)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range b.o.workspaces {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			callCtx, cancel := context.WithTimeout(ctx, b.o.timeout)
 			defer cancel()
-			t0 := time.Now()
-			_, err := seed.CreateSpaceAndWaitForRunning(callCtx, &pb.PodInfo{Name: fmt.Sprintf("ws-%d", i), Namespace: wsNamespace}, grpc.WaitForReady(true))
-			samples[i] = time.Since(t0)
+			began[i] = time.Now()
+			_, err := seed.CreateSpaceAndWaitForRunning(callCtx, &pb.PodInfo{Name: benchWorkspace(i), Namespace: wsNamespace}, grpc.WaitForReady(true))
+			returned[i] = time.Now()
 			if err != nil {
-				errs <- fmt.Errorf("ws-%d: %w", i, err)
+				errs <- fmt.Errorf("%s: %w", benchWorkspace(i), err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return Latency{}, err
+		return Latency{}, Timeline{}, err
 	}
-	return latency(samples, time.Since(start)), nil
+	wall := time.Since(start)
+	samples := make([]time.Duration, b.o.workspaces)
+	beganBy, returnedBy := map[string]time.Time{}, map[string]time.Time{}
+	for i := range b.o.workspaces {
+		samples[i] = returned[i].Sub(began[i])
+		beganBy[benchWorkspace(i)], returnedBy[benchWorkspace(i)] = began[i], returned[i]
+	}
+	split, err := seen.split(ctx, beganBy, returnedBy, wall)
+	return latency(samples, wall), split, err
 }
+
+func benchWorkspace(i int) string { return fmt.Sprintf("ws-%d", i) }
 
 func (b *bench) dial() (*grpc.ClientConn, error) {
 	pemCA, err := os.ReadFile(b.tls.CA)
