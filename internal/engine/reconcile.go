@@ -148,7 +148,7 @@ func newScope(obj *unstructured.Unstructured, putOff *infrav1alpha1.Inventory) (
 // the cache may just not show our patch yet: the API server is asked first, so that a lagging
 // cache costs a read, not a write, and a finalizer removed by hand is put back.
 func (r *reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
-	if !obj.GetDeletionTimestamp().IsZero() || r.claimed(obj) {
+	if !obj.GetDeletionTimestamp().IsZero() || r.settled(obj) {
 		return nil
 	}
 	target := obj.DeepCopy()
@@ -156,7 +156,7 @@ func (r *reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unst
 		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), target); err != nil {
 			return fmt.Errorf("reading %s %s: %w", r.gvk.Kind, obj.GetName(), err)
 		}
-		if r.claimed(target) || !target.GetDeletionTimestamp().IsZero() {
+		if r.settled(target) || !target.GetDeletionTimestamp().IsZero() {
 			obj.SetFinalizers(target.GetFinalizers())
 			obj.SetAnnotations(target.GetAnnotations())
 			obj.SetDeletionTimestamp(target.GetDeletionTimestamp())

@@ -30,6 +30,21 @@ func (r *reconciler) claimed(obj client.Object) bool {
 		obj.GetAnnotations()[infrav1alpha1.ServedByAnnotation] == r.shard()
 }
 
+// settled reports whether obj needs nothing from ensureFinalizer: it carries our finalizer and
+// names our shard, or it names another shard whose selector still matches it. Shards whose
+// selectors overlap would otherwise take it from each other at every turn.
+func (r *reconciler) settled(obj client.Object) bool {
+	if !controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) {
+		return false
+	}
+	servedBy, stamped := obj.GetAnnotations()[infrav1alpha1.ServedByAnnotation]
+	if servedBy == r.shard() {
+		return true
+	}
+	other, err := labels.Parse(servedBy)
+	return stamped && err == nil && other.Matches(labels.Set(obj.GetLabels()))
+}
+
 // shard is what ServedByAnnotation says of the resources we serve: our selector, or nothing
 // when we serve the whole kind (no write at all for an operator without a selector).
 func (r *reconciler) shard() string {

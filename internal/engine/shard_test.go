@@ -84,3 +84,27 @@ func withFinalizer(u *unstructured.Unstructured) *unstructured.Unstructured {
 	u.SetFinalizers([]string{infrav1alpha1.Finalizer})
 	return u
 }
+
+func TestSettledLeavesAnOverlappingShardAlone(t *testing.T) {
+	shardA := &reconciler{selector: labels.SelectorFromSet(labels.Set{"shard": "a"})}
+	whole := &reconciler{selector: labels.Everything()}
+	for _, tc := range []struct {
+		name string
+		r    *reconciler
+		obj  *unstructured.Unstructured
+		want bool
+	}{
+		{"ours", shardA, shardObject("a", "shard=a", true, false), true},
+		{"without our finalizer", shardA, shardObject("a", "shard=a", false, false), false},
+		{"never stamped", shardA, shardObject("a", "", true, false), false},
+		{"relabelled from another shard", shardA, shardObject("a", "shard=b", true, false), false},
+		{"another shard's selector still matches", whole, shardObject("b", "shard=b", true, false), true},
+		{"an unparsable record", shardA, shardObject("a", "shard==(", true, false), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.settled(tc.obj); got != tc.want {
+				t.Errorf("settled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

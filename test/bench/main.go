@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -125,11 +126,12 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	// A scale phase that fails still leaves the figures measured before it to print.
 	rep, err := b.measure(ctx)
-	if err != nil {
+	if rep == nil {
 		return err
 	}
-	return report(rep, o.jsonPath)
+	return errors.Join(report(rep, o.jsonPath), err)
 }
 
 type bench struct {
@@ -198,6 +200,10 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspaces: %w", err)
 	}
+	rep.ReadyRatio = rep.Operator.Seconds / rep.Floor.Seconds
+	rep.WritesRatio = rep.Operator.WritesPerCR / rep.Floor.WritesPerCR
+	rep.CreateP50Ratio = rep.CreateAndWait.P50 / rep.VolumeFloor.P50
+	rep.CreateP99Ratio = rep.CreateAndWait.P99 / rep.VolumeFloor.P99
 	// The VM and scale phases start operators of their own: the VMs' flags depend on what the
 	// nodes offer, and the scale phase's operator serves Demo only.
 	if err := op.Stop(time.Minute); err != nil {
@@ -210,13 +216,9 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	}
 	if len(b.o.scale) > 0 {
 		if rep.Scale, err = b.scale(ctx); err != nil {
-			return nil, fmt.Errorf("scale: %w", err)
+			return rep, fmt.Errorf("scale: %w", err)
 		}
 	}
-	rep.ReadyRatio = rep.Operator.Seconds / rep.Floor.Seconds
-	rep.WritesRatio = rep.Operator.WritesPerCR / rep.Floor.WritesPerCR
-	rep.CreateP50Ratio = rep.CreateAndWait.P50 / rep.VolumeFloor.P50
-	rep.CreateP99Ratio = rep.CreateAndWait.P99 / rep.VolumeFloor.P99
 	return rep, nil
 }
 

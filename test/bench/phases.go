@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -285,4 +286,23 @@ func toUnstructured(obj any) (*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// startCache starts a cache of the objects in ns that prepare asks for (informers, handlers),
+// and waits until it has synced; stop ends it.
+func (b *bench) startCache(ctx context.Context, ns string, prepare func(cache.Cache) error) (cache.Cache, func(), error) {
+	c, err := cache.New(b.cluster.Config, cache.Options{Scheme: framework.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := prepare(c); err != nil {
+		return nil, nil, err
+	}
+	cacheCtx, stop := context.WithCancel(ctx)
+	go func() { _ = c.Start(cacheCtx) }()
+	if !c.WaitForCacheSync(ctx) {
+		stop()
+		return nil, nil, fmt.Errorf("the bench's cache of %s did not sync", ns)
+	}
+	return c, stop, nil
 }

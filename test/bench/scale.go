@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -85,7 +86,7 @@ func (b *bench) scale(ctx context.Context) (*Scale, error) {
 	for _, n := range b.o.scale {
 		var p ScalePoint
 		if p, op, err = b.scalePoint(ctx, op, demos, prev, n); err != nil {
-			return nil, fmt.Errorf("%d Demos: %w", n, err)
+			return out, fmt.Errorf("%d Demos: %w", n, err)
 		}
 		out.Points = append(out.Points, p)
 		prev = n
@@ -103,7 +104,11 @@ func (b *bench) scalePoint(ctx context.Context, op *framework.Operator, demos ca
 		if err := b.parallel(n-prev, func(i int) error { return b.c.Create(ctx, benchDemo(prev+i)) }); err != nil {
 			return err
 		}
-		return b.waitUntil(ctx, func(ctx context.Context) (bool, error) { return demosReady(ctx, demos, n) })
+		// The cluster takes longer per resource as it fills up: the limit grows with the batch.
+		limit := b.o.timeout + time.Duration(n-prev)*150*time.Millisecond
+		return wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(ctx context.Context) (bool, error) {
+			return demosReady(ctx, demos, n)
+		})
 	})
 	if err != nil {
 		return p, op, fmt.Errorf("creating: %w", err)
@@ -152,18 +157,12 @@ func (b *bench) setUpScale(ctx context.Context) (cache.Cache, func(), error) {
 	if err := b.namespace(ctx, scaleNamespace); err != nil {
 		return nil, nil, err
 	}
-	demos, err := cache.New(b.cluster.Config, cache.Options{Scheme: framework.Scheme(),
-		DefaultNamespaces: map[string]cache.Config{scaleNamespace: {}}})
-	if err != nil {
-		return nil, nil, err
-	}
-	cacheCtx, stop := context.WithCancel(ctx)
-	go func() { _ = demos.Start(cacheCtx) }()
-	if !demos.WaitForCacheSync(ctx) {
-		stop()
-		return nil, nil, fmt.Errorf("the Demo cache did not sync")
-	}
-	return demos, stop, nil
+	return b.startCache(ctx, scaleNamespace, func(c cache.Cache) error {
+		demo := &unstructured.Unstructured{}
+		demo.SetGroupVersionKind(demoGVK)
+		_, err := c.GetInformer(ctx, demo)
+		return err
+	})
 }
 
 // startScaleOperator starts an operator that serves Demo only, so that nothing the earlier
@@ -215,6 +214,9 @@ func reportScale(s *Scale) {
 			added/p.Create.Seconds, p.Create.WritesPerCR, p.Create.OperatorCPU, p.Restart.Seconds, p.Restart.WritesPerCR,
 			p.Idle.OperatorRSSMB, p.Idle.OperatorCPU, p.Idle.Writes)
 		prev = p
+	}
+	if len(s.Points) == 0 {
+		return
 	}
 	last := s.Points[len(s.Points)-1]
 	fmt.Printf("\nwrites per added Demo by cause (the last point): %s\n", byCause(last.Create.WritesPerCRByCause))

@@ -15,7 +15,6 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
-	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // A stage is a moment in a workspace's start that the bench sees happen.
@@ -53,32 +52,25 @@ type timeline struct {
 
 // watchTimeline starts recording the workspaces of ns; stop ends it.
 func (b *bench) watchTimeline(ctx context.Context, ns string) (*timeline, func(), error) {
-	c, err := cache.New(b.cluster.Config, cache.Options{Scheme: framework.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	if err != nil {
-		return nil, nil, err
-	}
 	t := &timeline{}
 	for i := range t.seen {
 		t.seen[i] = map[string]time.Time{}
 	}
 	watches := map[client.Object]func(obj any){&corev1.Pod{}: t.pod, &infrav1alpha1.Workspace{}: t.workspace, &appsv1.Deployment{}: t.deployment}
-	for obj, see := range watches {
-		informer, err := c.GetInformer(ctx, obj)
-		if err != nil {
-			return nil, nil, err
+	_, stop, err := b.startCache(ctx, ns, func(c cache.Cache) error {
+		for obj, see := range watches {
+			informer, err := c.GetInformer(ctx, obj)
+			if err != nil {
+				return err
+			}
+			handler := toolscache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }}
+			if _, err := informer.AddEventHandler(handler); err != nil {
+				return err
+			}
 		}
-		handler := toolscache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }}
-		if _, err := informer.AddEventHandler(handler); err != nil {
-			return nil, nil, err
-		}
-	}
-	cacheCtx, stop := context.WithCancel(ctx)
-	go func() { _ = c.Start(cacheCtx) }()
-	if !c.WaitForCacheSync(ctx) {
-		stop()
-		return nil, nil, fmt.Errorf("the timeline's cache did not sync")
-	}
-	return t, stop, nil
+		return nil
+	})
+	return t, stop, err
 }
 
 func (t *timeline) pod(obj any) {
