@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
@@ -28,15 +29,33 @@ func shardObject(shardLabel, servedBy string, finalizer, deleting bool) *unstruc
 	return u
 }
 
+// The reconcilers of the shard tests: one serving shard=a, one the whole kind.
+var (
+	shardA = &reconciler{selector: labels.SelectorFromSet(labels.Set{"shard": "a"})}
+	whole  = &reconciler{selector: labels.Everything()}
+)
+
+// shardCase is a reconciler, a resource, and what a predicate should say of them.
+type shardCase struct {
+	name string
+	r    *reconciler
+	obj  *unstructured.Unstructured
+	want bool
+}
+
+func testShardPredicate(t *testing.T, what string, predicate func(*reconciler, client.Object) bool, cases []shardCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := predicate(tc.r, tc.obj); got != tc.want {
+				t.Errorf("%s = %v, want %v", what, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestServesOnlyItsShard(t *testing.T) {
-	shardA := &reconciler{selector: labels.SelectorFromSet(labels.Set{"shard": "a"})}
-	whole := &reconciler{selector: labels.Everything()}
-	for _, tc := range []struct {
-		name string
-		r    *reconciler
-		obj  *unstructured.Unstructured
-		want bool
-	}{
+	testShardPredicate(t, "serves", (*reconciler).serves, []shardCase{
 		{"matching the selector", shardA, shardObject("a", "", false, false), true},
 		{"another shard's", shardA, shardObject("b", "shard=b", true, false), false},
 		{"another shard's, being deleted", shardA, shardObject("b", "shard=b", true, true), false},
@@ -44,18 +63,21 @@ func TestServesOnlyItsShard(t *testing.T) {
 		{"ours relabelled out, being deleted", shardA, shardObject("", "shard=a", true, true), true},
 		{"stamped ours but without our finalizer, being deleted", shardA, shardObject("", "shard=a", false, true), false},
 		{"an operator without a selector serves everything", whole, shardObject("b", "shard=b", true, true), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.r.serves(tc.obj); got != tc.want {
-				t.Errorf("serves = %v, want %v", got, tc.want)
-			}
-		})
-	}
+	})
+}
+
+func TestSettledLeavesAnOverlappingShardAlone(t *testing.T) {
+	testShardPredicate(t, "settled", (*reconciler).settled, []shardCase{
+		{"ours", shardA, shardObject("a", "shard=a", true, false), true},
+		{"without our finalizer", shardA, shardObject("a", "shard=a", false, false), false},
+		{"never stamped", shardA, shardObject("a", "", true, false), false},
+		{"relabelled from another shard", shardA, shardObject("a", "shard=b", true, false), false},
+		{"another shard's selector still matches", whole, shardObject("b", "shard=b", true, false), true},
+		{"an unparsable record", shardA, shardObject("a", "shard==(", true, false), false},
+	})
 }
 
 func TestStampShard(t *testing.T) {
-	shardA := &reconciler{selector: labels.SelectorFromSet(labels.Set{"shard": "a"})}
-	whole := &reconciler{selector: labels.Everything()}
 	for _, tc := range []struct {
 		name string
 		r    *reconciler
@@ -83,28 +105,4 @@ func withFinalizer(u *unstructured.Unstructured) *unstructured.Unstructured {
 	u = u.DeepCopy()
 	u.SetFinalizers([]string{infrav1alpha1.Finalizer})
 	return u
-}
-
-func TestSettledLeavesAnOverlappingShardAlone(t *testing.T) {
-	shardA := &reconciler{selector: labels.SelectorFromSet(labels.Set{"shard": "a"})}
-	whole := &reconciler{selector: labels.Everything()}
-	for _, tc := range []struct {
-		name string
-		r    *reconciler
-		obj  *unstructured.Unstructured
-		want bool
-	}{
-		{"ours", shardA, shardObject("a", "shard=a", true, false), true},
-		{"without our finalizer", shardA, shardObject("a", "shard=a", false, false), false},
-		{"never stamped", shardA, shardObject("a", "", true, false), false},
-		{"relabelled from another shard", shardA, shardObject("a", "shard=b", true, false), false},
-		{"another shard's selector still matches", whole, shardObject("b", "shard=b", true, false), true},
-		{"an unparsable record", shardA, shardObject("a", "shard==(", true, false), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.r.settled(tc.obj); got != tc.want {
-				t.Errorf("settled = %v, want %v", got, tc.want)
-			}
-		})
-	}
 }
