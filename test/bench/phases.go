@@ -144,8 +144,8 @@ func (b *bench) phaseOver(ctx context.Context, op *framework.Operator, crs int, 
 	}
 	p.WritesPerCRByCause = map[string]float64{}
 	for cause, n := range after {
-		// Leases are the control plane's own heartbeats, not work caused by the phase.
-		if d := n - before[cause]; d > 0 && !strings.HasPrefix(cause, "leases ") {
+		// Leases and node status are the cluster's own heartbeats, not work caused by the phase.
+		if d := n - before[cause]; d > 0 && !strings.HasPrefix(cause, "leases ") && !strings.HasPrefix(cause, "nodes/status ") {
 			p.Writes += d
 			p.WritesPerCRByCause[cause] = d / float64(crs)
 		}
