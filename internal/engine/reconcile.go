@@ -54,6 +54,7 @@ type reconciler struct {
 	watch      watches.Watch
 	gvk        schema.GroupVersionKind
 	selector   labels.Selector
+	shard      string // ServedByAnnotation of what we serve (shardOf(selector))
 	cfg        config
 	metrics    *engineMetrics
 

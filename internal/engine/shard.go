@@ -27,7 +27,7 @@ func (r *reconciler) serves(obj client.Object) bool {
 // claimed reports whether obj carries our finalizer, added by an operator with our selector.
 func (r *reconciler) claimed(obj client.Object) bool {
 	return controllerutil.ContainsFinalizer(obj, infrav1alpha1.Finalizer) &&
-		obj.GetAnnotations()[infrav1alpha1.ServedByAnnotation] == r.shard()
+		obj.GetAnnotations()[infrav1alpha1.ServedByAnnotation] == r.shard
 }
 
 // settled reports whether obj needs nothing from ensureFinalizer: it carries our finalizer and
@@ -38,32 +38,33 @@ func (r *reconciler) settled(obj client.Object) bool {
 		return false
 	}
 	servedBy, stamped := obj.GetAnnotations()[infrav1alpha1.ServedByAnnotation]
-	if servedBy == r.shard() {
+	if servedBy == r.shard {
 		return true
 	}
 	other, err := labels.Parse(servedBy)
 	return stamped && err == nil && other.Matches(labels.Set(obj.GetLabels()))
 }
 
-// shard is what ServedByAnnotation says of the resources we serve: our selector, or nothing
-// when we serve the whole kind (no write at all for an operator without a selector).
-func (r *reconciler) shard() string {
-	if r.selector.Empty() {
+// shardOf is what ServedByAnnotation says of the resources an operator with selector serves:
+// the selector, or nothing when it serves the whole kind (no write at all for an operator
+// without a selector). Computed once: the predicates ask for it on every event.
+func shardOf(selector labels.Selector) string {
+	if selector.Empty() {
 		return ""
 	}
-	return r.selector.String()
+	return selector.String()
 }
 
 // stampShard sets ServedByAnnotation on obj to our shard, or removes it when we have none.
 func (r *reconciler) stampShard(obj client.Object) {
 	annotations := maps.Clone(obj.GetAnnotations())
-	if shard := r.shard(); shard == "" {
+	if r.shard == "" {
 		delete(annotations, infrav1alpha1.ServedByAnnotation)
 	} else {
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[infrav1alpha1.ServedByAnnotation] = shard
+		annotations[infrav1alpha1.ServedByAnnotation] = r.shard
 	}
 	obj.SetAnnotations(annotations)
 }

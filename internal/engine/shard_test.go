@@ -31,9 +31,13 @@ func shardObject(shardLabel, servedBy string, finalizer, deleting bool) *unstruc
 
 // The reconcilers of the shard tests: one serving shard=a, one the whole kind.
 var (
-	shardA = &reconciler{selector: labels.SelectorFromSet(labels.Set{"shard": "a"})}
-	whole  = &reconciler{selector: labels.Everything()}
+	shardA = shardReconciler(labels.SelectorFromSet(labels.Set{"shard": "a"}))
+	whole  = shardReconciler(labels.Everything())
 )
+
+func shardReconciler(selector labels.Selector) *reconciler {
+	return &reconciler{selector: selector, shard: shardOf(selector)}
+}
 
 // shardCase is a reconciler, a resource, and what a predicate should say of them.
 type shardCase struct {

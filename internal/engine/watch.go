@@ -98,7 +98,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 	r := &reconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), resources: mgr.GetCache(), childCache: childCache,
 		mapper: mgr.GetRESTMapper(), recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
-		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, cfg: cfg, metrics: sharedMetrics(),
+		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, shard: shardOf(sel), cfg: cfg, metrics: sharedMetrics(),
 		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(),
 	}
 	return r.SetupWithManager(mgr)

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -187,23 +184,7 @@ const (
 
 // reconciles reads the named controller's reconcile count from the operator's metrics endpoint.
 func reconciles(ctx context.Context, op *framework.Operator, controller string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+op.MetricsAddr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	counts, err := framework.SumCounter(raw, "controller_runtime_reconcile_total", func(labels map[string]string) (string, bool) {
-		return "", labels["controller"] == controller
-	})
-	return counts[""], err
+	return framework.Reconciles(ctx, op.MetricsAddr, func(labels map[string]string) bool { return labels["controller"] == controller })
 }
 
 func (b *bench) daemonSetsReady(ctx context.Context) (bool, error) {
@@ -245,39 +226,7 @@ func (b *bench) namespace(ctx context.Context, name string) error {
 
 // parallel runs fn(0..n-1) on the bench's workers and returns the first error.
 func (b *bench) parallel(n int, fn func(i int) error) error {
-	jobs := make(chan int)
-	errs := make(chan error, b.o.workers)
-	var wg sync.WaitGroup
-	for range b.o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if err := fn(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	go func() {
-		defer close(jobs)
-		for i := range n {
-			select {
-			case jobs <- i:
-			case err := <-errs:
-				errs <- err
-				return
-			}
-		}
-	}()
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
+	return framework.Parallel(b.o.workers, n, fn)
 }
 
 func toUnstructured(obj any) (*unstructured.Unstructured, error) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -19,13 +18,7 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
-const (
-	scaleNamespace = "bench-scale"
-	// demoController is the Demo kind's controller, as the operator's metrics name it.
-	demoController = "demo.test.cloudspace.dev"
-)
-
-var demoGVK = schema.GroupVersionKind{Group: "test.cloudspace.dev", Version: "v1", Kind: "Demo"}
+const scaleNamespace = "bench-scale"
 
 // ScalePoint is the operator holding Resources Demos: a pure chart kind (a ConfigMap and a
 // Service each, no pods), so that the operator rather than the cluster is what is measured.
@@ -121,7 +114,7 @@ func (b *bench) scalePoint(ctx context.Context, op *framework.Operator, demos ca
 	}
 	p.Restart, err = b.phaseOver(ctx, op, n, func() error {
 		return b.waitUntil(ctx, func(ctx context.Context) (bool, error) {
-			done, err := reconciles(ctx, op, demoController)
+			done, err := reconciles(ctx, op, framework.DemoController)
 			return done >= float64(n), err
 		})
 	})
@@ -159,7 +152,7 @@ func (b *bench) setUpScale(ctx context.Context) (cache.Cache, func(), error) {
 	}
 	return b.startCache(ctx, scaleNamespace, func(c cache.Cache) error {
 		demo := &unstructured.Unstructured{}
-		demo.SetGroupVersionKind(demoGVK)
+		demo.SetGroupVersionKind(framework.DemoGVK)
 		_, err := c.GetInformer(ctx, demo)
 		return err
 	})
@@ -169,10 +162,7 @@ func (b *bench) setUpScale(ctx context.Context) (cache.Cache, func(), error) {
 // phases left is in its memory or CPU; n is the number of Demos it finds, for its log's name.
 func (b *bench) startScaleOperator(ctx context.Context, n int) (*framework.Operator, error) {
 	watches := filepath.Join(b.work, "scale-watches.yaml")
-	chart := filepath.Join(framework.RepoRoot(), "test", "testdata", "charts", "demo")
-	entry := fmt.Sprintf("- group: %s\n  version: %s\n  kind: %s\n  chart: %s\n  overrideValues:\n    port: \"${DEMO_PORT}\"\n",
-		demoGVK.Group, demoGVK.Version, demoGVK.Kind, chart)
-	if err := os.WriteFile(watches, []byte(entry), 0o644); err != nil {
+	if err := framework.WriteDemoWatches(watches, nil); err != nil {
 		return nil, err
 	}
 	// The workspace flags stay (the access key lives where the bench made it); the API is off.
@@ -181,7 +171,7 @@ func (b *bench) startScaleOperator(ctx context.Context, n int) (*framework.Opera
 
 func benchDemo(i int) *unstructured.Unstructured {
 	d := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"greeting": "hello"}}}
-	d.SetGroupVersionKind(demoGVK)
+	d.SetGroupVersionKind(framework.DemoGVK)
 	d.SetNamespace(scaleNamespace)
 	d.SetName(fmt.Sprintf("demo-%d", i))
 	return d
@@ -190,7 +180,7 @@ func benchDemo(i int) *unstructured.Unstructured {
 // demosReady reports whether want Demos are Ready, as the cache sees them.
 func demosReady(ctx context.Context, demos cache.Cache, want int) (bool, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(demoGVK.GroupVersion().WithKind("DemoList"))
+	list.SetGroupVersionKind(framework.DemoGVK.GroupVersion().WithKind("DemoList"))
 	if err := demos.List(ctx, list); err != nil {
 		return false, err
 	}

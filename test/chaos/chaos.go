@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -29,8 +28,6 @@ const (
 	wsNamespace  = "chaos-workspaces"
 	calm, stormy = "chaos-calm", "chaos-stormy"
 )
-
-var demoGVK = schema.GroupVersionKind{Group: "test.cloudspace.dev", Version: "v1", Kind: "Demo"}
 
 // chaos is one run: the cluster, its clients and the operator the run keeps alive.
 type chaos struct {
@@ -238,7 +235,7 @@ func (c *chaos) createResources(ctx context.Context, ns string) error {
 	var objs []client.Object
 	for i := range c.o.demos {
 		d := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"greeting": "hi"}}}
-		d.SetGroupVersionKind(demoGVK)
+		d.SetGroupVersionKind(framework.DemoGVK)
 		d.SetNamespace(ns)
 		d.SetName(fmt.Sprintf("demo-%d", i))
 		objs = append(objs, d)
@@ -247,7 +244,7 @@ func (c *chaos) createResources(ctx context.Context, ns string) error {
 		objs = append(objs, &infrav1alpha1.GenericDaemon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("gd-%d", i)},
 			Spec: infrav1alpha1.GenericDaemonSpec{Image: "busybox:1.36", Label: "logs", Args: []string{"sleep", "infinity"}}})
 	}
-	return parallel(8, len(objs), func(i int) error {
+	return framework.Parallel(8, len(objs), func(i int) error {
 		return retryUntil(ctx, func() error { return client.IgnoreAlreadyExists(c.c.Create(ctx, objs[i])) })
 	})
 }
@@ -258,7 +255,7 @@ func (c *chaos) changeAll(ctx context.Context, ns string) error {
 	if err != nil {
 		return fmt.Errorf("listing the resources of %s: %w", ns, err)
 	}
-	return parallel(8, len(objs), func(i int) error {
+	return framework.Parallel(8, len(objs), func(i int) error {
 		// Unlike what createResources wrote.
 		raw := []byte(`{"spec":{"greeting":"hi again"}}`)
 		if objs[i].GetKind() == "GenericDaemon" {
@@ -273,7 +270,7 @@ func (c *chaos) changeAll(ctx context.Context, ns string) error {
 // resources lists the run's custom resources in ns.
 func (c *chaos) resources(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	for _, gvk := range []schema.GroupVersionKind{demoGVK, infrav1alpha1.GroupVersion.WithKind("GenericDaemon")} {
+	for _, gvk := range []schema.GroupVersionKind{framework.DemoGVK, infrav1alpha1.GroupVersion.WithKind("GenericDaemon")} {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := c.c.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -313,7 +310,7 @@ func (c *chaos) waitAllReady(ctx context.Context, ns string) error {
 
 // deleteAll deletes the run's resources in ns and waits until they are gone.
 func (c *chaos) deleteAll(ctx context.Context, ns string) error {
-	for _, gvk := range []schema.GroupVersionKind{demoGVK, infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), infrav1alpha1.GroupVersion.WithKind("Workspace")} {
+	for _, gvk := range []schema.GroupVersionKind{framework.DemoGVK, infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), infrav1alpha1.GroupVersion.WithKind("Workspace")} {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		if err := c.c.DeleteAllOf(ctx, u, client.InNamespace(ns)); err != nil {
@@ -343,27 +340,4 @@ func retryUntil(ctx context.Context, f func() error) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
-func parallel(workers, n int, f func(i int) error) error {
-	jobs := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range jobs {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	return <-errs
 }

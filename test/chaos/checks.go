@@ -51,7 +51,7 @@ func (c *chaos) checkAfterStorm(ctx context.Context) error {
 	if r.QuietWrites, err = c.quietWrites(ctx); err != nil {
 		return err
 	}
-	if n := sum(r.QuietWrites); n > 0 {
+	if n := framework.Sum(r.QuietWrites); n > 0 {
 		fail("%v writes in the quiet window: %v", n, r.QuietWrites)
 	}
 	fmt.Println("chaos: deleting everything")

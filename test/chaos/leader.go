@@ -89,7 +89,7 @@ func (c *chaos) judgeLeader(r *LeaderReport) {
 	if r.TakeoverSeconds > leaseDuration.Seconds()+10 {
 		c.report.Failures = append(c.report.Failures, fmt.Sprintf("the takeover took %.1f s, more than the lease (%s) and 10 s", r.TakeoverSeconds, leaseDuration))
 	}
-	if n := sum(r.WritesAfterTakeover); n > 0 {
+	if n := framework.Sum(r.WritesAfterTakeover); n > 0 {
 		c.report.Failures = append(c.report.Failures, fmt.Sprintf("the new leader wrote %v times over Ready resources: %v", n, r.WritesAfterTakeover))
 	}
 	if r.APIUnavailableSeconds > 0 {
@@ -164,14 +164,8 @@ func waitLeading(ctx context.Context, rep *replica, timeout time.Duration) error
 // waitReconciled waits until the replica has reconciled n resources successfully.
 func (c *chaos) waitReconciled(ctx context.Context, rep *replica, n int) error {
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		raw, err := framework.HTTPGet(ctx, rep.metricsAddr, "/metrics")
-		if err != nil {
-			return false, nil
-		}
-		counts, err := framework.SumCounter(raw, "controller_runtime_reconcile_total", func(l map[string]string) (string, bool) {
-			return "", l["result"] == "success"
-		})
-		return err == nil && counts[""] >= float64(n), nil
+		done, err := framework.Reconciles(ctx, rep.metricsAddr, func(l map[string]string) bool { return l["result"] == "success" })
+		return err == nil && done >= float64(n), nil
 	})
 }
 

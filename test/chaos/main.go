@@ -136,14 +136,14 @@ func print(r *Report) {
 		{"control plane outage", fmt.Sprintf("%.1f s", r.ControlPlaneOutage)},
 		{"converged after the last fault", fmt.Sprintf("%.1f s (%.2fx the undisturbed change)", r.ConvergedAfterLastFault, r.ConvergenceRatio)},
 		{"children without exactly one live owner", fmt.Sprintf("%d orphans, %d with several", r.Orphans, r.Duplicates)},
-		{"writes in the quiet window", fmt.Sprint(sum(r.QuietWrites))},
+		{"writes in the quiet window", fmt.Sprint(framework.Sum(r.QuietWrites))},
 		{"children left after delete", fmt.Sprint(r.Leftovers)},
 		{"create-and-wait calls", r.WorkspaceCalls.String()},
 	}
 	if r.Leader != nil {
 		rows = append(rows, [2]string{"leader killed: takeover", fmt.Sprintf("%.1f s (lease %s)", r.Leader.TakeoverSeconds, r.Leader.LeaseDuration)},
 			[2]string{"leader killed: API unavailable", fmt.Sprintf("%.1f s at most", r.Leader.APIUnavailableSeconds)},
-			[2]string{"leader killed: writes by the new leader", fmt.Sprint(sum(r.Leader.WritesAfterTakeover))})
+			[2]string{"leader killed: writes by the new leader", fmt.Sprint(framework.Sum(r.Leader.WritesAfterTakeover))})
 	}
 	for _, row := range rows {
 		fmt.Printf("%-42s %s\n", row[0], row[1])
@@ -156,12 +156,4 @@ func print(r *Report) {
 	for _, f := range r.Failures {
 		fmt.Println("  -", f)
 	}
-}
-
-func sum(m map[string]float64) float64 {
-	var n float64
-	for _, v := range m {
-		n += v
-	}
-	return n
 }

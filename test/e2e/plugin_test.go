@@ -17,13 +17,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/plugin"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // pluginCache is the plugin's discovery cache in this suite.
@@ -226,7 +226,7 @@ func newTestNamespace(t *testing.T) string {
 // newDemo is a resource of Demo, the pure chart kind in test/testdata.
 func newDemo(ns, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"greeting": "hi"}}}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "test.cloudspace.dev", Version: "v1", Kind: "Demo"})
+	u.SetGroupVersionKind(framework.DemoGVK)
 	u.SetNamespace(ns)
 	u.SetName(name)
 	return u

@@ -86,3 +86,16 @@ func Sum(counts map[string]float64) float64 {
 	}
 	return n
 }
+
+// Reconciles reads the reconciles counted so far (controller_runtime_reconcile_total) from the
+// operator's metrics endpoint at addr, summed over the samples whose labels match.
+func Reconciles(ctx context.Context, addr string, match func(labels map[string]string) bool) (float64, error) {
+	raw, err := HTTPGet(ctx, addr, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	counts, err := SumCounter(raw, "controller_runtime_reconcile_total", func(labels map[string]string) (string, bool) {
+		return "", match(labels)
+	})
+	return counts[""], err
+}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -103,4 +104,40 @@ func Usage(pid int) (ProcessUsage, error) {
 		}
 	}
 	return ProcessUsage{CPUSeconds: (utime + stime) / clockTicks, PeakRSSMiB: hwmKiB / 1024}, nil
+}
+
+// Parallel runs fn(0..n-1) on workers goroutines and returns the first error; after one, no
+// further i is started.
+func Parallel(workers, n int, fn func(i int) error) error {
+	jobs := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				if err := fn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(jobs)
+		for i := range n {
+			select {
+			case jobs <- i:
+			case err := <-errs:
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }

@@ -12,13 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-)
 
-var demoGVK = schema.GroupVersionKind{Group: "test.cloudspace.dev", Version: "v1", Kind: "Demo"}
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
 
 // eventually polls check until it returns nil, failing the test with its last error at the deadline.
 func eventually(t *testing.T, timeout time.Duration, check func() error) {
@@ -56,7 +55,7 @@ func newNamespace(t *testing.T) string {
 
 func newDemo(ns, name string, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetGroupVersionKind(demoGVK)
+	u.SetGroupVersionKind(framework.DemoGVK)
 	u.SetNamespace(ns)
 	u.SetName(name)
 	return u

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,10 +29,7 @@ type shard struct {
 func (s *shard) start(t *testing.T) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "watches.yaml")
-	entry := fmt.Sprintf("- group: %s\n  version: %s\n  kind: %s\n  chart: %s\n  overrideValues:\n    port: %q\n  selector:\n    matchLabels:\n      %s: %s\n",
-		demoGVK.Group, demoGVK.Version, demoGVK.Kind, filepath.Join(framework.RepoRoot(), "test", "testdata", "charts", "demo"),
-		framework.DemoPort, unservedLabel, s.label)
-	if err := os.WriteFile(path, []byte(entry), 0o644); err != nil {
+	if err := framework.WriteDemoWatches(path, map[string]string{unservedLabel: s.label}); err != nil {
 		t.Fatal(err)
 	}
 	ws, err := watches.Load(path)

@@ -197,17 +197,11 @@ func freeAddr(t *testing.T) string {
 func (m *installedManager) waitReconciled(t *testing.T, n int) {
 	t.Helper()
 	waitFor(t, time.Minute, fmt.Sprintf("%d reconciles", n), func(ctx context.Context) error {
-		raw, err := framework.HTTPGet(ctx, m.metricsAddr, "/metrics")
+		got, err := framework.Reconciles(ctx, m.metricsAddr, func(l map[string]string) bool { return l["result"] == "success" })
 		if err != nil {
 			return err
 		}
-		counts, err := framework.SumCounter(raw, "controller_runtime_reconcile_total", func(l map[string]string) (string, bool) {
-			return l["result"], l["result"] == "success"
-		})
-		if err != nil {
-			return err
-		}
-		if got := counts["success"]; got < float64(n) {
+		if got < float64(n) {
 			return fmt.Errorf("%v successful reconciles", got)
 		}
 		return nil
