@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -303,8 +304,38 @@ func cacheSynced(c cache.Cache) healthz.Checker {
 	}
 }
 
+// memoryLimitShare is the part of the container's memory limit the Go heap may grow to before
+// the garbage collector works to stay under it; the rest is the binary's mapped code, stacks
+// and what the runtime holds outside the heap.
+const memoryLimitShare = 0.9
+
+// softMemoryLimit is the Go runtime's soft memory limit for a container limit of containerLimit
+// bytes (the MEMORY_LIMIT the Deployment passes from its resources); 0 means none: no
+// container limit, or GOMEMLIMIT set, which the runtime has already applied.
+func softMemoryLimit(containerLimit string, gomemlimitSet bool) (int64, error) {
+	if containerLimit == "" || gomemlimitSet {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(containerLimit)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("MEMORY_LIMIT %q is not a positive quantity of bytes", containerLimit)
+	}
+	return int64(float64(q.Value()) * memoryLimitShare), nil
+}
+
 func run(ctx context.Context, o *options) error {
 	log := ctrl.Log.WithName("setup")
+	_, gomemlimitSet := os.LookupEnv("GOMEMLIMIT")
+	limit, err := softMemoryLimit(os.Getenv("MEMORY_LIMIT"), gomemlimitSet)
+	if err != nil {
+		return err
+	}
+	if limit > 0 {
+		// Without it the heap may double past the container's limit before a collection, and
+		// the kernel kills the operator for garbage (README: "Memory").
+		debug.SetMemoryLimit(limit)
+		log.Info("soft memory limit set", "bytes", limit)
+	}
 	ws, err := watches.Load(o.watchesFile)
 	if err != nil {
 		return err

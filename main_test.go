@@ -67,3 +67,26 @@ func TestIngressAnnotationFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestSoftMemoryLimit(t *testing.T) {
+	cases := []struct {
+		name           string
+		containerLimit string
+		gomemlimitSet  bool
+		want           int64
+		wantErr        bool
+	}{
+		{"no container limit", "", false, 0, false},
+		{"downward API bytes", "268435456", false, 241591910, false},
+		{"quantity", "1Gi", false, 966367641, false},
+		{"GOMEMLIMIT wins", "268435456", true, 0, false},
+		{"not a quantity", "lots", false, 0, true},
+		{"zero", "0", false, 0, true},
+	}
+	for _, tc := range cases {
+		got, err := softMemoryLimit(tc.containerLimit, tc.gomemlimitSet)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("%s: softMemoryLimit(%q, %v) = %d, %v; want %d, error %v", tc.name, tc.containerLimit, tc.gomemlimitSet, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -148,16 +148,11 @@ func (r *reconciler) lookup(ctx context.Context, like *unstructured.Unstructured
 
 // getChild reads a child from the child cache; nil when the cache has none.
 func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(like.GroupVersionKind())
-	err := r.childCache.Get(ctx, client.ObjectKeyFromObject(like), u)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
+	current, err := r.children.get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", describe(like), err)
 	}
-	return u, nil
+	return current, nil
 }
 
 // write applies every step whose child is missing, drifted or adopted, and returns the live

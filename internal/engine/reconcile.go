@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -42,21 +41,21 @@ import (
 // reconciler serves one watches.yaml entry: it renders the entry's chart for each custom
 // resource and owns the children's lifecycle.
 type reconciler struct {
-	client     client.Client // writes
-	apiReader  client.Reader // reads that must not be stale: who holds a child's place, our finalizer
-	resources  client.Reader // the manager's cache: the custom resources
-	childCache cache.Cache   // a cache of the operator's children only (label-selected)
-	mapper     meta.RESTMapper
-	recorder   record.EventRecorder
-	caps       *capabilities
-	chart      *render.Chart
-	lifecycle  Lifecycle
-	watch      watches.Watch
-	gvk        schema.GroupVersionKind
-	selector   labels.Selector
-	shard      string // ServedByAnnotation of what we serve (shardOf(selector))
-	cfg        config
-	metrics    *engineMetrics
+	client    client.Client // writes
+	apiReader client.Reader // reads that must not be stale: who holds a child's place, our finalizer
+	resources store         // the manager's cache: the custom resources
+	children  store         // the operator's children only (label-selected)
+	mapper    meta.RESTMapper
+	recorder  record.EventRecorder
+	caps      *capabilities
+	chart     *render.Chart
+	lifecycle Lifecycle
+	watch     watches.Watch
+	gvk       schema.GroupVersionKind
+	selector  labels.Selector
+	shard     string // ServedByAnnotation of what we serve (shardOf(selector))
+	cfg       config
+	metrics   *engineMetrics
 
 	controller controller.Controller
 	watchMu    sync.Mutex
@@ -81,12 +80,6 @@ type scope struct {
 	deferred     time.Duration // a progress-only status write was put off by this long
 }
 
-func (r *reconciler) newObject() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(r.gvk)
-	return u
-}
-
 // Reconcile brings one custom resource's children to what its chart renders.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	start := time.Now()
@@ -94,13 +87,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.observe(ctx, retErr)
 		log.FromContext(ctx).V(1).Info("reconciled", "duration", time.Since(start).String(), "requeueAfter", res.RequeueAfter.String(), "error", retErr)
 	}()
-	obj := r.newObject()
-	if err := r.resources.Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-			return ctrl.Result{}, nil
-		}
+	obj, err := r.resources.get(ctx, r.gvk, req.NamespacedName)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", r.gvk.Kind, req, err)
+	}
+	if obj == nil {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
 	}
 	if !r.serves(obj) {
 		r.forget(req.NamespacedName)
@@ -256,11 +249,16 @@ func minPositive(a, b time.Duration) time.Duration {
 	return min(a, b)
 }
 
-// finish writes the scope's status and, once our finalizer is gone, forgets the resource.
+// finish writes the scope's status and, once our finalizer is gone, forgets the resource. A
+// Ready resource's render is not kept: most are not reconciled again until they change, and a
+// render for such a reconcile costs less than holding a render for every resource served.
 func (r *reconciler) finish(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
 	err := r.patchStatus(ctx, base, s)
-	if s.released {
+	switch {
+	case s.released:
 		r.forget(client.ObjectKeyFromObject(s.obj))
+	case meta.IsStatusConditionTrue(s.status.Conditions, infrav1alpha1.ConditionReady):
+		r.renders.forget(client.ObjectKeyFromObject(s.obj))
 	}
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,16 +56,15 @@ func (r *reconciler) observe(ctx context.Context, err error) {
 	if !r.recovery.outage.CompareAndSwap(true, false) {
 		return
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
-	if err := r.resources.List(ctx, list); err != nil {
+	all, err := r.resources.listOf(ctx, r.gvk)
+	if err != nil {
 		r.recovery.outage.Store(true)
 		return
 	}
 	var requeue []client.Object
-	for i := range list.Items {
-		if !inspect.IsReady(&list.Items[i]) {
-			requeue = append(requeue, &list.Items[i])
+	for _, o := range all {
+		if !inspect.IsReady(o) {
+			requeue = append(requeue, o)
 		}
 	}
 	log.FromContext(ctx).Info("the API server is back: requeueing what is not Ready", "kind", r.gvk.Kind, "resources", len(requeue))

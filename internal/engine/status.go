@@ -113,19 +113,16 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 
 // pods lists, from the child cache, the pods the chart's workloads run for obj.
 func (r *reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "PodList"})
-	err := r.childCache.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+	pods, err := r.children.listOf(ctx, podGVK, client.InNamespace(obj.GetNamespace()),
 		client.MatchingLabels{LabelName: r.chart.Name(), LabelInstance: obj.GetName()})
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods of %s %s: %w", r.gvk.Kind, obj.GetName(), err)
 	}
-	out := make([]*unstructured.Unstructured, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
-	}
-	return out, nil
+	return pods, nil
 }
+
+// podGVK is the kind the chart's workloads run.
+var podGVK = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 
 // outcome is what a reconcile found; the conditions are computed from it alone.
 type outcome struct {

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
@@ -96,8 +95,9 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 		lc = ChartOnly{}
 	}
 	r := &reconciler{
-		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), resources: mgr.GetCache(), childCache: childCache,
-		mapper: mgr.GetRESTMapper(), recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
+		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(),
+		resources: store{cache: mgr.GetCache(), scheme: mgr.GetScheme()}, children: store{cache: childCache, scheme: mgr.GetScheme()},
+		recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, shard: shardOf(sel), cfg: cfg, metrics: sharedMetrics(),
 		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(),
 	}
@@ -109,7 +109,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name()).
-		For(r.newObject(), builder.WithPredicates(
+		For(r.resources.object(r.gvk), builder.WithPredicates(
 			// A resource that leaves the selector, served by us, still passes: its reconcile
 			// forgets it, and its deletion tears it down.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -140,8 +140,6 @@ func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // watchPods maps the chart's pods (not children: a ReplicaSet owns them) back to their
 // resource by the chart-name and instance labels.
 func (r *reconciler) watchPods() error {
-	pod := &unstructured.Unstructured{}
-	pod.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
 	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		labels := o.GetLabels()
 		if labels[LabelName] != r.chart.Name() || labels[LabelInstance] == "" {
@@ -149,7 +147,7 @@ func (r *reconciler) watchPods() error {
 		}
 		return request(o.GetNamespace(), labels[LabelInstance])
 	})
-	if err := r.controller.Watch(source.Kind[client.Object](r.childCache, pod, toOwner)); err != nil {
+	if err := r.controller.Watch(r.children.source(podGVK, toOwner)); err != nil {
 		return fmt.Errorf("watching the pods of %s: %w", r.gvk.Kind, err)
 	}
 	return nil
@@ -168,9 +166,7 @@ func (r *reconciler) ensureWatches(objs []*unstructured.Unstructured) error {
 		if r.watched[gvk] {
 			continue
 		}
-		child := &unstructured.Unstructured{}
-		child.SetGroupVersionKind(gvk)
-		if err := r.controller.Watch(source.Kind[client.Object](r.childCache, child, handler.EnqueueRequestsFromMapFunc(r.toOwner))); err != nil {
+		if err := r.controller.Watch(r.children.source(gvk, handler.EnqueueRequestsFromMapFunc(r.toOwner))); err != nil {
 			return fmt.Errorf("watching %s: %w", gvk, err)
 		}
 		r.watched[gvk] = true

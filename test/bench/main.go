@@ -42,13 +42,15 @@ type options struct {
 
 // Report is everything one bench run measured.
 type Report struct {
-	N           int     `json:"n"`
-	Floor       Phase   `json:"floor"`
-	Operator    Phase   `json:"operator"`
-	Resync      Phase   `json:"resync"`
-	Steady      Phase   `json:"steady"`
-	ReadyRatio  float64 `json:"readyRatioToFloor"`
-	WritesRatio float64 `json:"writesRatioToFloor"`
+	N        int   `json:"n"`
+	Floor    Phase `json:"floor"`
+	Operator Phase `json:"operator"`
+	Resync   Phase `json:"resync"`
+	Steady   Phase `json:"steady"`
+	// Times splits the operator phase's GenericDaemons' way to Ready.
+	Times       GenericDaemonTimes `json:"genericDaemonTimes"`
+	ReadyRatio  float64            `json:"readyRatioToFloor"`
+	WritesRatio float64            `json:"writesRatioToFloor"`
 	// The workspace API: N concurrent create-and-wait calls against N Deployments made directly.
 	PodsFloor     Latency `json:"workspacePodsFloor"`
 	VolumeFloor   Latency `json:"workspacePodsWithVolumeFloor"`
@@ -173,6 +175,9 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.Operator, err = b.converge(ctx, op); err != nil {
 		return nil, fmt.Errorf("operator: %w", err)
 	}
+	if rep.Times, err = b.genericDaemonTimes(ctx); err != nil {
+		return nil, fmt.Errorf("operator: %w", err)
+	}
 	if rep.Steady, err = b.idle(ctx, op); err != nil {
 		return nil, fmt.Errorf("steady state: %w", err)
 	}
@@ -233,6 +238,13 @@ func report(r *Report, jsonPath string) error {
 	row("forced resync (restart)", r.Resync)
 	row(fmt.Sprintf("steady state (%.0fs idle)", r.Steady.Seconds), r.Steady)
 	fmt.Printf("\nready time vs floor: %.2fx   writes per CR vs floor: %.2fx\n", r.ReadyRatio, r.WritesRatio)
+	fmt.Printf("\n%-44s %8s %8s %8s\n", "each GenericDaemon (whole seconds)", "p50 s", "p99 s", "max s")
+	for _, l := range []struct {
+		name string
+		l    Latency
+	}{{"created → Ready", r.Times.CreatedToReady}, {"its DaemonSet created → Ready (the cluster)", r.Times.DaemonSetToReady}} {
+		fmt.Printf("%-44s %8.2f %8.2f %8.2f\n", l.name, l.l.P50, l.l.P99, l.l.Max)
+	}
 	fmt.Printf("writes per GenericDaemon by cause\n  floor:    %s\n  operator: %s\n",
 		byCause(r.Floor.WritesPerCRByCause), byCause(r.Operator.WritesPerCRByCause))
 	fmt.Printf("\nWorkspaces: %d concurrent calls\n\n%-44s %8s %8s %8s %8s\n", r.CreateAndWait.N, "", "p50 s", "p99 s", "max s", "wall s")

@@ -216,6 +216,46 @@ func (b *bench) genericDaemonsReady(ctx context.Context) (bool, error) {
 	return ready == b.o.n, nil
 }
 
+// GenericDaemonTimes splits each GenericDaemon's way to Ready, from the objects' timestamps
+// (whole seconds).
+type GenericDaemonTimes struct {
+	// CreatedToReady is from the GenericDaemon's creation to its Ready condition.
+	CreatedToReady Latency `json:"createdToReady"`
+	// DaemonSetToReady is from its DaemonSet's creation to that Ready condition: the cluster's
+	// part, which the first status may wait for (engine.DefaultFirstStatusDelay) to be written
+	// once rather than twice.
+	DaemonSetToReady Latency `json:"daemonSetToReady"`
+}
+
+// genericDaemonTimes reads the GenericDaemons' and DaemonSets' timestamps once all are Ready.
+func (b *bench) genericDaemonTimes(ctx context.Context) (GenericDaemonTimes, error) {
+	var gds infrav1alpha1.GenericDaemonList
+	var dss appsv1.DaemonSetList
+	if err := b.c.List(ctx, &gds, client.InNamespace(operatorNamespace)); err != nil {
+		return GenericDaemonTimes{}, err
+	}
+	if err := b.c.List(ctx, &dss, client.InNamespace(operatorNamespace)); err != nil {
+		return GenericDaemonTimes{}, err
+	}
+	dsCreated := map[string]time.Time{}
+	for _, ds := range dss.Items {
+		if ref := metav1.GetControllerOf(&ds); ref != nil {
+			dsCreated[ref.Name] = ds.CreationTimestamp.Time
+		}
+	}
+	var created, fromDS []time.Duration
+	for _, gd := range gds.Items {
+		ready := meta.FindStatusCondition(gd.Status.Conditions, infrav1alpha1.ConditionReady)
+		ds, ok := dsCreated[gd.Name]
+		if ready == nil || !ok {
+			return GenericDaemonTimes{}, fmt.Errorf("GenericDaemon %s has no Ready condition or no DaemonSet", gd.Name)
+		}
+		created = append(created, ready.LastTransitionTime.Sub(gd.CreationTimestamp.Time))
+		fromDS = append(fromDS, ready.LastTransitionTime.Sub(ds))
+	}
+	return GenericDaemonTimes{CreatedToReady: latency(created, 0), DaemonSetToReady: latency(fromDS, 0)}, nil
+}
+
 func (b *bench) waitUntil(ctx context.Context, cond wait.ConditionWithContextFunc) error {
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, b.o.timeout, true, cond)
 }

@@ -137,6 +137,9 @@ func saveHeapProfile(ctx context.Context, op *framework.Operator, path string) e
 	if err != nil {
 		return fmt.Errorf("reading the heap profile: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	return os.WriteFile(path, profile, 0o644)
 }
 

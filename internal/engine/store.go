@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// store is the engine's view of a cache. The engine holds one object for every resource it
+// serves and every child it manages, so an object of a kind the scheme knows (ConfigMap,
+// Deployment, Workspace…) is cached as its typed struct: about half the memory of the same
+// object held as nested maps, and the one informer of that kind that typed readers (the gRPC
+// API's) share. The engine still sees every object as unstructured. The typed form is what the
+// API server itself serializes those kinds from, so a converted object has the same fields as
+// one read from the API.
+type store struct {
+	cache  cache.Cache
+	scheme *runtime.Scheme
+}
+
+// object is what the cache holds a kind as: its typed struct when the scheme knows the kind.
+func (c store) object(gvk schema.GroupVersionKind) client.Object {
+	if typed, err := c.scheme.New(gvk); err == nil {
+		if o, ok := typed.(client.Object); ok {
+			return o
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+// list is object's list kind, typed alongside it.
+func (c store) list(gvk schema.GroupVersionKind) client.ObjectList {
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if _, unknown := c.object(gvk).(*unstructured.Unstructured); !unknown {
+		if typed, err := c.scheme.New(listGVK); err == nil {
+			if l, ok := typed.(client.ObjectList); ok {
+				return l
+			}
+		}
+	}
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(listGVK)
+	return u
+}
+
+// get reads one object; nil when the cache has none.
+func (c store) get(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (*unstructured.Unstructured, error) {
+	obj := c.object(gvk)
+	if err := c.cache.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return asUnstructured(obj, gvk)
+}
+
+// listOf lists the cached objects of a kind.
+func (c store) listOf(ctx context.Context, gvk schema.GroupVersionKind, opts ...client.ListOption) ([]*unstructured.Unstructured, error) {
+	list := c.list(gvk)
+	if err := c.cache.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(items))
+	for _, item := range items {
+		u, err := asUnstructured(item, gvk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// source is a watch of a kind's cached objects.
+func (c store) source(gvk schema.GroupVersionKind, h handler.EventHandler) source.Source {
+	return source.Kind[client.Object](c.cache, c.object(gvk), h)
+}
+
+// asUnstructured converts a cached object; the cache hands out copies, so nothing is shared.
+func asUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting a cached %s: %w", gvk.Kind, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
