@@ -2,10 +2,13 @@ package olm
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -47,7 +51,7 @@ func runInstalledManager(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVers
 		t.Fatal(err)
 	}
 	container := spec.Spec.Template.Spec.Containers[0]
-	env, err := containerEnv(container.Env, live)
+	env, err := containerEnv(container, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,26 +85,47 @@ func runInstalledManager(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVers
 	return m
 }
 
-// containerEnv resolves env as the kubelet does for the pod of dep: values as they are, field
-// references from the pod's metadata (the Deployment's template, where OLM puts the
-// olm.targetNamespaces annotation WATCH_NAMESPACE reads).
-func containerEnv(env []corev1.EnvVar, dep *appsv1.Deployment) ([]string, error) {
+// containerEnv resolves the container's env as the kubelet does for the pod of dep: values as
+// they are, field references from the pod's metadata (the Deployment's template, where OLM puts
+// the olm.targetNamespaces annotation WATCH_NAMESPACE reads), resource references from the
+// container's resources (MEMORY_LIMIT).
+func containerEnv(c corev1.Container, dep *appsv1.Deployment) ([]string, error) {
 	var out []string
-	for _, e := range env {
+	for _, e := range c.Env {
+		var v string
+		var err error
 		switch {
 		case e.ValueFrom == nil:
-			out = append(out, e.Name+"="+e.Value)
+			v = e.Value
 		case e.ValueFrom.FieldRef != nil:
-			v, err := fieldValue(e.ValueFrom.FieldRef.FieldPath, dep)
-			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			out = append(out, e.Name+"="+v)
+			v, err = fieldValue(e.ValueFrom.FieldRef.FieldPath, dep)
+		case e.ValueFrom.ResourceFieldRef != nil:
+			v, err = resourceValue(*e.ValueFrom.ResourceFieldRef, c.Resources)
 		default:
-			return nil, fmt.Errorf("env %s: only values and field references are resolved here", e.Name)
+			err = errors.New("only values, field and resource references are resolved here")
 		}
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		out = append(out, e.Name+"="+v)
 	}
 	return out, nil
+}
+
+// resourceValue is a resource reference's value: the limit or request in units of its divisor
+// (1 when unset), rounded up.
+func resourceValue(ref corev1.ResourceFieldSelector, res corev1.ResourceRequirements) (string, error) {
+	kind, name, _ := strings.Cut(ref.Resource, ".")
+	list := map[string]corev1.ResourceList{"limits": res.Limits, "requests": res.Requests}[kind]
+	q, ok := list[corev1.ResourceName(name)]
+	if !ok {
+		return "", fmt.Errorf("the container sets no %s", ref.Resource)
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
 }
 
 var annotationPath = regexp.MustCompile(`^metadata\.annotations\['([^']+)'\]$`)
