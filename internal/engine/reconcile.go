@@ -249,16 +249,11 @@ func minPositive(a, b time.Duration) time.Duration {
 	return min(a, b)
 }
 
-// finish writes the scope's status and, once our finalizer is gone, forgets the resource. A
-// Ready resource's render is not kept: most are not reconciled again until they change, and a
-// render for such a reconcile costs less than holding a render for every resource served.
+// finish writes the scope's status and, once our finalizer is gone, forgets the resource.
 func (r *reconciler) finish(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
 	err := r.patchStatus(ctx, base, s)
-	switch {
-	case s.released:
+	if s.released {
 		r.forget(client.ObjectKeyFromObject(s.obj))
-	case meta.IsStatusConditionTrue(s.status.Conditions, infrav1alpha1.ConditionReady):
-		r.renders.forget(client.ObjectKeyFromObject(s.obj))
 	}
 	return err
 }

@@ -15,23 +15,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// store is the engine's view of a cache. The engine holds one object for every resource it
-// serves and every child it manages, so an object of a kind the scheme knows (ConfigMap,
-// Deployment, Workspace…) is cached as its typed struct: about half the memory of the same
-// object held as nested maps, and the one informer of that kind that typed readers (the gRPC
-// API's) share. The engine still sees every object as unstructured. The typed form is what the
-// API server itself serializes those kinds from, so a converted object has the same fields as
-// one read from the API.
+// store is the engine's view of a cache. The engine holds an object for every child it
+// manages, so a child of a built-in kind (ConfigMap, Deployment, Pod…: the kinds in scheme) is
+// cached as its typed struct, about half the memory of the same object held as nested maps.
+// The engine still sees every object as unstructured. The API server serializes built-in kinds
+// from those same structs, so a converted object has the fields one read from the API has, and
+// decoding one cannot fail. Custom resources (nil scheme) stay unstructured: a typed decode that
+// fails for one invalid object would fail the informer's whole list and stop the kind.
 type store struct {
 	cache  cache.Cache
-	scheme *runtime.Scheme
+	scheme *runtime.Scheme // the kinds cached typed; nil for none
 }
 
 // object is what the cache holds a kind as: its typed struct when the scheme knows the kind.
 func (c store) object(gvk schema.GroupVersionKind) client.Object {
-	if typed, err := c.scheme.New(gvk); err == nil {
-		if o, ok := typed.(client.Object); ok {
-			return o
+	if c.scheme != nil {
+		if typed, err := c.scheme.New(gvk); err == nil {
+			if o, ok := typed.(client.Object); ok {
+				return o
+			}
 		}
 	}
 	u := &unstructured.Unstructured{}

@@ -30,6 +30,9 @@ func TestStoreCachesKnownKindsTyped(t *testing.T) {
 		{podGVK, &corev1.Pod{}, &corev1.PodList{}, false},
 		{schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, nil, nil, true},
 	}
+	if _, ok := (store{}).object(corev1.SchemeGroupVersion.WithKind("ConfigMap")).(*unstructured.Unstructured); !ok {
+		t.Error("a store without a scheme (the custom resources') caches a known kind typed")
+	}
 	for _, tc := range cases {
 		t.Run(tc.gvk.Kind, func(t *testing.T) {
 			obj, list := c.object(tc.gvk), c.list(tc.gvk)

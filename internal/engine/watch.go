@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -96,7 +97,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 	}
 	r := &reconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(),
-		resources: store{cache: mgr.GetCache(), scheme: mgr.GetScheme()}, children: store{cache: childCache, scheme: mgr.GetScheme()},
+		resources: store{cache: mgr.GetCache()}, children: store{cache: childCache, scheme: clientgoscheme.Scheme},
 		recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, shard: shardOf(sel), cfg: cfg, metrics: sharedMetrics(),
 		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(),

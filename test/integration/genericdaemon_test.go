@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,4 +129,28 @@ func TestGenericDaemonStatusBeforeNodesReport(t *testing.T) {
 	if gd.Status.Installed != 0 || gd.Status.Desired != 0 || gd.Status.Inventory == nil || len(gd.Status.Inventory.Entries) != 2 {
 		t.Errorf("status = %+v, want 0/0 and an inventory of 2", gd.Status)
 	}
+}
+
+// TestAGenericDaemonThatDoesNotDecodeHoldsUpOnlyItself: the CRD's quantity pattern accepts
+// "1e1.5", which Go's quantity parser refuses. Such a GenericDaemon is Degraded with
+// ValuesInvalid, and one created after it is still served: a cache that decoded the kind into
+// its Go type would fail its whole list on the one object and serve neither.
+func TestAGenericDaemonThatDoesNotDecodeHoldsUpOnlyItself(t *testing.T) {
+	ns := newNamespace(t)
+	bad := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"image": "syslog:1", "resources": map[string]any{"limits": map[string]any{"cpu": "1e1.5"}},
+	}}}
+	bad.SetGroupVersionKind(infrav1alpha1.GroupVersion.WithKind("GenericDaemon"))
+	bad.SetNamespace(ns)
+	bad.SetName("bad")
+	if err := k8sClient.Create(context.Background(), bad); err != nil {
+		t.Fatalf("the CRD refused what its pattern accepts: %v", err)
+	}
+	eventually(t, timeout, func() error {
+		return hasCondition(bad, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, infrav1alpha1.ReasonValuesInvalid)
+	})
+	newGenericDaemon(t, ns, "good", infrav1alpha1.GenericDaemonSpec{Image: "syslog:1"})
+	eventually(t, timeout, func() error {
+		return get(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "good"}})
+	})
 }
