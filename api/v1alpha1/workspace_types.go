@@ -161,7 +161,9 @@ type WorkspaceSpec struct {
 
 	// Env sets environment variables in the IDE: values, ConfigMap keys and field references.
 	// Secrets cannot be referenced (secretKeyRef): whoever may create a Workspace could
-	// otherwise read any Secret of the namespace from inside the IDE. PASSWORD and
+	// otherwise read any Secret of the namespace from inside the IDE. Resource references
+	// (resourceFieldRef) cannot be used either: their divisor is a quantity that the API server
+	// accepts in forms the operator's Go types refuse. PASSWORD and
 	// HASHED_PASSWORD cannot be set: they are the IDE's login. The gRPC API sets no env.
 	// +optional
 	// +listType=map
@@ -169,6 +171,7 @@ type WorkspaceSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))",message="secretKeyRef is not allowed: a workspace may not read the namespace's Secrets"
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name != 'PASSWORD' && e.name != 'HASHED_PASSWORD')",message="PASSWORD and HASHED_PASSWORD are the IDE's login, set by the operator (see spec.access)"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.resourceFieldRef))",message="resourceFieldRef is not allowed: use a value (its divisor, a quantity the API server and the operator parse differently, could stop the operator's cache of Workspaces)"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// Ingress, when set, serves the IDE at a host name (if the cluster has the Ingress API).
@@ -182,6 +185,7 @@ type WorkspaceSpec struct {
 
 	// StartTimeout is how long the IDE may take to become ready before the phase is Failed.
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration such as 90s or 5m"
 	// +optional
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
@@ -87,4 +88,54 @@ func caseValue(tc framework.WorkspaceCase) any {
 		return n
 	}
 	return tc.Value
+}
+
+// TestWorkspaceSchemaRefusesWhatItsGoTypeCannotHold: the gRPC API reads Workspaces through a
+// cache that decodes them into their Go type, and one object that does not decode fails the
+// whole list, for every tenant. So the CRD refuses every value the type cannot hold, naming
+// the field, and what it accepts still lists.
+func TestWorkspaceSchemaRefusesWhatItsGoTypeCannotHold(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name  string
+		path  []string
+		value any
+		valid bool
+	}{
+		{"duration", []string{"startTimeout"}, "90s", true},
+		{"not a duration", []string{"startTimeout"}, "soon", false},
+		{"negative duration", []string{"startTimeout"}, "-5m", false},
+		{"field reference", []string{"env"}, []any{map[string]any{"name": "NODE", "valueFrom": map[string]any{
+			"fieldRef": map[string]any{"fieldPath": "spec.nodeName"},
+		}}}, true},
+		{"resource reference, divisor Go cannot parse", []string{"env"}, []any{resourceEnv("1e1.5")}, false},
+	}
+	for i, tc := range cases {
+		spec := map[string]any{"owner": "erin"}
+		if err := unstructured.SetNestedField(spec, tc.value, tc.path...); err != nil {
+			t.Fatal(err)
+		}
+		ws := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		ws.SetGroupVersionKind(infrav1alpha1.GroupVersion.WithKind("Workspace"))
+		ws.SetNamespace(ns)
+		ws.SetName(fmt.Sprintf("case-%d", i))
+		err := k8sClient.Create(context.Background(), ws)
+		field := "spec." + strings.Join(tc.path, ".")
+		switch {
+		case tc.valid && err != nil:
+			t.Errorf("%s: %s = %v refused (%v), want accepted", tc.name, field, tc.value, err)
+		case !tc.valid && (err == nil || !strings.Contains(err.Error(), field)):
+			t.Errorf("%s: %s = %v: %v, want refused naming %s", tc.name, field, tc.value, err, field)
+		}
+	}
+	var list infrav1alpha1.WorkspaceList
+	if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("the Workspaces the CRD accepted do not decode: %v", err)
+	}
+}
+
+func resourceEnv(divisor string) map[string]any {
+	return map[string]any{"name": "MEM", "valueFrom": map[string]any{"resourceFieldRef": map[string]any{
+		"containerName": "ide", "resource": "limits.memory", "divisor": divisor,
+	}}}
 }
