@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -89,12 +90,12 @@ func restartManager(t *testing.T, namespaces ...string) {
 
 func allObserved(ns string, want int) error {
 	var list infrav1alpha1.GenericDaemonList
-	if err := k8sClient.List(context.Background(), &list); err != nil {
+	if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 		return err
 	}
 	n := 0
 	for _, gd := range list.Items {
-		if gd.Namespace == ns && gd.Status.ObservedGeneration == gd.Generation && gd.Status.Inventory != nil {
+		if gd.Status.ObservedGeneration == gd.Generation && gd.Status.Inventory != nil {
 			n++
 		}
 	}
