@@ -64,15 +64,7 @@ func TestGenericDaemonSchemaRejectsInvalidObjects(t *testing.T) {
 func TestWorkspaceSchemaAgreesWithTheAPI(t *testing.T) {
 	ns := newNamespace(t)
 	for i, tc := range framework.WorkspaceCases {
-		spec := map[string]any{"owner": "erin"}
-		if err := unstructured.SetNestedField(spec, caseValue(tc), strings.Split(strings.TrimPrefix(tc.Path, "spec."), ".")...); err != nil {
-			t.Fatal(err)
-		}
-		ws := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-		ws.SetGroupVersionKind(infrav1alpha1.GroupVersion.WithKind("Workspace"))
-		ws.SetNamespace(ns)
-		ws.SetName(fmt.Sprintf("case-%d", i))
-		err := k8sClient.Create(context.Background(), ws)
+		err := createWorkspaceCase(t, ns, i, caseValue(tc), strings.Split(strings.TrimPrefix(tc.Path, "spec."), ".")...)
 		switch {
 		case tc.Valid && err != nil:
 			t.Errorf("%s = %q: refused (%v), want accepted", tc.Path, tc.Value, err)
@@ -111,15 +103,7 @@ func TestWorkspaceSchemaRefusesWhatItsGoTypeCannotHold(t *testing.T) {
 		{"resource reference, divisor Go cannot parse", []string{"env"}, []any{resourceEnv("1e1.5")}, false},
 	}
 	for i, tc := range cases {
-		spec := map[string]any{"owner": "erin"}
-		if err := unstructured.SetNestedField(spec, tc.value, tc.path...); err != nil {
-			t.Fatal(err)
-		}
-		ws := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-		ws.SetGroupVersionKind(infrav1alpha1.GroupVersion.WithKind("Workspace"))
-		ws.SetNamespace(ns)
-		ws.SetName(fmt.Sprintf("case-%d", i))
-		err := k8sClient.Create(context.Background(), ws)
+		err := createWorkspaceCase(t, ns, i, tc.value, tc.path...)
 		field := "spec." + strings.Join(tc.path, ".")
 		switch {
 		case tc.valid && err != nil:
@@ -138,4 +122,19 @@ func resourceEnv(divisor string) map[string]any {
 	return map[string]any{"name": "MEM", "valueFrom": map[string]any{"resourceFieldRef": map[string]any{
 		"containerName": "ide", "resource": "limits.memory", "divisor": divisor,
 	}}}
+}
+
+// createWorkspaceCase creates Workspace case-<i> in ns, owned by erin, with value at the spec
+// path, and returns what the API server said.
+func createWorkspaceCase(t *testing.T, ns string, i int, value any, path ...string) error {
+	t.Helper()
+	spec := map[string]any{"owner": "erin"}
+	if err := unstructured.SetNestedField(spec, value, path...); err != nil {
+		t.Fatal(err)
+	}
+	ws := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	ws.SetGroupVersionKind(infrav1alpha1.GroupVersion.WithKind("Workspace"))
+	ws.SetNamespace(ns)
+	ws.SetName(fmt.Sprintf("case-%d", i))
+	return k8sClient.Create(context.Background(), ws)
 }
