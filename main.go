@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/operator-framework/operator-lib/proxy"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -323,18 +324,24 @@ func softMemoryLimit(containerLimit string, gomemlimitSet bool) (int64, error) {
 	return int64(float64(q.Value()) * memoryLimitShare), nil
 }
 
-func run(ctx context.Context, o *options) error {
-	log := ctrl.Log.WithName("setup")
+// setMemoryLimit applies softMemoryLimit from the environment. Without it the heap may double
+// past the container's limit before a collection, and the kernel kills the operator for
+// garbage (README: "Memory").
+func setMemoryLimit(log logr.Logger) error {
 	_, gomemlimitSet := os.LookupEnv("GOMEMLIMIT")
 	limit, err := softMemoryLimit(os.Getenv("MEMORY_LIMIT"), gomemlimitSet)
-	if err != nil {
+	if err != nil || limit == 0 {
 		return err
 	}
-	if limit > 0 {
-		// Without it the heap may double past the container's limit before a collection, and
-		// the kernel kills the operator for garbage (README: "Memory").
-		debug.SetMemoryLimit(limit)
-		log.Info("soft memory limit set", "bytes", limit)
+	debug.SetMemoryLimit(limit)
+	log.Info("soft memory limit set", "bytes", limit)
+	return nil
+}
+
+func run(ctx context.Context, o *options) error {
+	log := ctrl.Log.WithName("setup")
+	if err := setMemoryLimit(log); err != nil {
+		return err
 	}
 	ws, err := watches.Load(o.watchesFile)
 	if err != nil {

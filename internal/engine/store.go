@@ -29,31 +29,35 @@ type store struct {
 
 // object is what the cache holds a kind as: its typed struct when the scheme knows the kind.
 func (c store) object(gvk schema.GroupVersionKind) client.Object {
-	if c.scheme != nil {
-		if typed, err := c.scheme.New(gvk); err == nil {
-			if o, ok := typed.(client.Object); ok {
-				return o
-			}
-		}
+	if o, ok := c.typed(gvk).(client.Object); ok {
+		return o
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	return u
 }
 
-// list is object's list kind, typed alongside it.
+// list is object's list kind.
 func (c store) list(gvk schema.GroupVersionKind) client.ObjectList {
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if _, unknown := c.object(gvk).(*unstructured.Unstructured); !unknown {
-		if typed, err := c.scheme.New(listGVK); err == nil {
-			if l, ok := typed.(client.ObjectList); ok {
-				return l
-			}
-		}
+	if l, ok := c.typed(listGVK).(client.ObjectList); ok {
+		return l
 	}
 	u := &unstructured.UnstructuredList{}
 	u.SetGroupVersionKind(listGVK)
 	return u
+}
+
+// typed is a new typed object of gvk; nil when the store caches that kind unstructured.
+func (c store) typed(gvk schema.GroupVersionKind) runtime.Object {
+	if c.scheme == nil {
+		return nil
+	}
+	o, err := c.scheme.New(gvk)
+	if err != nil {
+		return nil
+	}
+	return o
 }
 
 // get reads one object; nil when the cache has none.

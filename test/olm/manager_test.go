@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +15,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	resourcehelper "k8s.io/kubectl/pkg/util/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -100,7 +98,7 @@ func containerEnv(c corev1.Container, dep *appsv1.Deployment) ([]string, error) 
 		case e.ValueFrom.FieldRef != nil:
 			v, err = fieldValue(e.ValueFrom.FieldRef.FieldPath, dep)
 		case e.ValueFrom.ResourceFieldRef != nil:
-			v, err = resourceValue(*e.ValueFrom.ResourceFieldRef, c.Resources)
+			v, err = resourcehelper.ExtractContainerResourceValue(e.ValueFrom.ResourceFieldRef, &c)
 		default:
 			err = errors.New("only values, field and resource references are resolved here")
 		}
@@ -110,22 +108,6 @@ func containerEnv(c corev1.Container, dep *appsv1.Deployment) ([]string, error) 
 		out = append(out, e.Name+"="+v)
 	}
 	return out, nil
-}
-
-// resourceValue is a resource reference's value: the limit or request in units of its divisor
-// (1 when unset), rounded up.
-func resourceValue(ref corev1.ResourceFieldSelector, res corev1.ResourceRequirements) (string, error) {
-	kind, name, _ := strings.Cut(ref.Resource, ".")
-	list := map[string]corev1.ResourceList{"limits": res.Limits, "requests": res.Requests}[kind]
-	q, ok := list[corev1.ResourceName(name)]
-	if !ok {
-		return "", fmt.Errorf("the container sets no %s", ref.Resource)
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
 }
 
 var annotationPath = regexp.MustCompile(`^metadata\.annotations\['([^']+)'\]$`)
