@@ -225,7 +225,7 @@ type written struct {
 // writeStep brings one child to what the chart renders, if it is not already.
 func (r *reconciler) writeStep(ctx context.Context, owner *unstructured.Unstructured, st step) written {
 	switch {
-	case st.current != nil && !st.adopt && upToDate(st.desired, st.current):
+	case st.current != nil && !st.adopt && r.unchanged(st):
 		return written{live: st.current}
 	case replaced(st):
 		return written{live: st.current, err: r.replace(ctx, owner, st.current)}
@@ -240,6 +240,14 @@ func (r *reconciler) writeStep(ctx context.Context, owner *unstructured.Unstruct
 		return written{live: applied, change: changeAdopted}
 	}
 	return written{live: applied, change: changeUpdated}
+}
+
+// unchanged reports whether a step's live child still holds what was rendered. A child the
+// cache holds typed is compared with its render as stored when the render alone differs: the
+// API server, and so the cache, keeps no value its Go type omits when empty (readOnly: false),
+// and no field the type does not know.
+func (r *reconciler) unchanged(st step) bool {
+	return upToDate(st.desired, nil, st.current) || upToDate(st.desired, r.children.asStored(st.desired), st.current)
 }
 
 // prerequisites are the kinds whose objects others may need at admission: a pod is refused

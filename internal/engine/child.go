@@ -175,20 +175,26 @@ func specHash(child *unstructured.Unstructured) (string, error) {
 // upToDate reports whether live still holds everything desired sets: the same spec hash, every
 // rendered field with the rendered value and our labels and annotations. Fields the API server
 // defaulted, and fields other managers own, are ignored; whose live is, claimOf decides.
-func upToDate(desired, live *unstructured.Unstructured) bool {
+// stored is desired as the API server stores it (nil: as rendered): a rendered field it does not
+// hold, such as readOnly: false for a type that omits it when empty, is not missing from live.
+func upToDate(desired, stored, live *unstructured.Unstructured) bool {
 	if live == nil || live.GetAnnotations()[AnnotationSpecHash] != desired.GetAnnotations()[AnnotationSpecHash] {
 		return false
 	}
+	if stored == nil {
+		stored = desired
+	}
 	dm, _ := desired.Object["metadata"].(map[string]any)
+	sm, _ := stored.Object["metadata"].(map[string]any)
 	lm, _ := live.Object["metadata"].(map[string]any)
-	if !subset(dm["labels"], lm["labels"]) || !subset(dm["annotations"], lm["annotations"]) {
+	if !subset(dm["labels"], sm["labels"], lm["labels"]) || !subset(dm["annotations"], sm["annotations"], lm["annotations"]) {
 		return false
 	}
 	for k, v := range desired.Object {
 		if k == "metadata" || k == "status" {
 			continue
 		}
-		if !subset(v, live.Object[k]) {
+		if !subset(v, stored.Object[k], live.Object[k]) {
 			return false
 		}
 	}
@@ -197,16 +203,21 @@ func upToDate(desired, live *unstructured.Unstructured) bool {
 
 // subset reports whether every field of want is in have with an equal value. Lists must have
 // the same length, element by element; empty values match missing ones (the API server drops
-// them); quantities compare by value ("0.5" equals "500m").
-func subset(want, have any) bool {
+// them), and so does a field missing from stored, want's stored form; quantities compare by
+// value ("0.5" equals "500m").
+func subset(want, stored, have any) bool {
+	if have == nil && stored == nil {
+		return true
+	}
 	switch w := want.(type) {
 	case map[string]any:
 		h, ok := have.(map[string]any)
 		if !ok {
 			return have == nil && len(w) == 0
 		}
+		s, _ := stored.(map[string]any)
 		for k, wv := range w {
-			if !subset(wv, h[k]) {
+			if !subset(wv, s[k], h[k]) {
 				return false
 			}
 		}
@@ -219,8 +230,13 @@ func subset(want, have any) bool {
 		if len(h) != len(w) {
 			return false
 		}
+		s, _ := stored.([]any)
 		for i := range w {
-			if !subset(w[i], h[i]) {
+			var si any
+			if i < len(s) {
+				si = s[i]
+			}
+			if !subset(w[i], si, h[i]) {
 				return false
 			}
 		}

@@ -33,7 +33,7 @@ func TestSubset(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := subset(tc.want, tc.have); got != tc.ok {
+			if got := subset(tc.want, tc.want, tc.have); got != tc.ok {
 				t.Errorf("subset(%v, %v) = %v, want %v", tc.want, tc.have, got, tc.ok)
 			}
 		})
@@ -98,7 +98,7 @@ func TestUpToDate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := upToDate(desired, tc.live); got != tc.ok {
+			if got := upToDate(desired, nil, tc.live); got != tc.ok {
 				t.Errorf("upToDate = %v, want %v", got, tc.ok)
 			}
 		})

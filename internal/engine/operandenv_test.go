@@ -51,5 +51,5 @@ func TestAddOperandEnv(t *testing.T) {
 }
 
 func equalObjects(a, b *unstructured.Unstructured) bool {
-	return subset(a.Object, b.Object) && subset(b.Object, a.Object)
+	return subset(a.Object, a.Object, b.Object) && subset(b.Object, b.Object, a.Object)
 }

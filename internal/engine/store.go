@@ -98,6 +98,24 @@ func (c store) source(gvk schema.GroupVersionKind, h handler.EventHandler) sourc
 	return source.Kind[client.Object](c.cache, c.object(gvk), h)
 }
 
+// asStored is obj as the store hands it back once stored: for a kind cached typed, through its
+// Go type. It is nil for a kind cached unstructured, or an object its type cannot hold.
+func (c store) asStored(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	gvk := obj.GroupVersionKind()
+	typed := c.typed(gvk)
+	if typed == nil {
+		return nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+		return nil
+	}
+	u, err := asUnstructured(typed, gvk)
+	if err != nil {
+		return nil
+	}
+	return u
+}
+
 // asUnstructured converts a cached object; the cache hands out copies, so nothing is shared.
 func asUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
