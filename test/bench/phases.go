@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -262,6 +263,25 @@ func (b *bench) waitUntil(ctx context.Context, cond wait.ConditionWithContextFun
 
 func (b *bench) namespace(ctx context.Context, name string) error {
 	return b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
+// removeNamespace deletes a floor's namespace and waits until it is gone, so that the phase
+// compared with that floor runs on a cluster as empty as the floor's was: a floor's DaemonSets
+// left in place are resynced by the cluster's controllers at every node update, which slows the
+// next phase's rollouts.
+func (b *bench) removeNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := b.c.Delete(ctx, ns); err != nil {
+		return fmt.Errorf("deleting namespace %s: %w", name, err)
+	}
+	err := b.waitUntil(ctx, func(ctx context.Context) (bool, error) {
+		err := b.c.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for namespace %s to go: %w", name, err)
+	}
+	return nil
 }
 
 // parallel runs fn(0..n-1) on the bench's workers and returns the first error.

@@ -76,6 +76,24 @@ func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
 		"--quota-max-workspaces=" + n, "--quota-max-running=" + n}, nil
 }
 
+// workspaceFloors measures the two floors of the create-and-wait calls, each on a cluster
+// without the other's pods.
+func (b *bench) workspaceFloors(ctx context.Context) (pods, withVolume Latency, err error) {
+	for _, f := range []struct {
+		ns         string
+		withVolume bool
+		l          *Latency
+	}{{wsFloorNamespace, false, &pods}, {wsVolumeNamespace, true, &withVolume}} {
+		if *f.l, err = b.podsFloor(ctx, f.ns, f.withVolume); err != nil {
+			return pods, withVolume, fmt.Errorf("workspace floor in %s: %w", f.ns, err)
+		}
+		if err = b.removeNamespace(ctx, f.ns); err != nil {
+			return pods, withVolume, fmt.Errorf("workspace floor: %w", err)
+		}
+	}
+	return pods, withVolume, nil
+}
+
 // podsFloor creates N Deployments of the IDE pod directly (no operator) at once, with a
 // PersistentVolumeClaim each when withVolume, and measures, for each, the time from its create
 // call until its pod is ready.
