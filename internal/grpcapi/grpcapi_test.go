@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -123,7 +124,13 @@ func TestNotifierPokesOnlyMatchingSubscribers(t *testing.T) {
 	alice, stopA := n.subscribe(func(w *infrav1alpha1.Workspace) bool { return w.Spec.Owner == "alice" })
 	bob, stopB := n.subscribe(func(w *infrav1alpha1.Workspace) bool { return w.Spec.Owner == "bob" })
 	defer stopB()
-	ws := &infrav1alpha1.Workspace{Spec: infrav1alpha1.WorkspaceSpec{Owner: "alice"}}
+	ws := workspaceEvent(t, map[string]any{"owner": "alice"})
+	n.notify(workspaceEvent(t, map[string]any{"owner": "alice", "startTimeout": "soon"})) // does not decode: no one reads it
+	select {
+	case <-alice:
+		t.Fatal("alice was poked for a Workspace that does not decode")
+	default:
+	}
 	n.notify(ws)
 	n.notify(ws) // collapses into the pending poke
 	select {
@@ -140,4 +147,14 @@ func TestNotifierPokesOnlyMatchingSubscribers(t *testing.T) {
 	}
 	stopA()
 	n.notify(ws) // must not block or panic with no subscriber left
+}
+
+// workspaceEvent is a Workspace with spec as the informer hands it out: unstructured.
+func workspaceEvent(t *testing.T, spec map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(workspaceGVK)
+	u.SetNamespace("ides")
+	u.SetName("ws")
+	return u
 }

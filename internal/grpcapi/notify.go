@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -45,8 +46,13 @@ func (n *notifier) notify(obj any) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	ws, ok := obj.(*infrav1alpha1.Workspace)
+	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
+		return
+	}
+	// A Workspace that does not decode is nothing any subscriber can read.
+	ws := &infrav1alpha1.Workspace{}
+	if decodeWorkspace(u, ws) != nil {
 		return
 	}
 	n.mu.Lock()

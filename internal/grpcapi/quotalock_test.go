@@ -105,8 +105,8 @@ func TestQuotaHoldsWhileAnotherReplicaCreates(t *testing.T) {
 			return c.Create(ctx, obj, opts...)
 		},
 	})
-	a := &workspaces{c: slowCreate, fresh: server, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}
-	b := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}
+	a := newWorkspaces(slowCreate, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	b := newWorkspaces(server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	ctx := context.Background()
 	aErr := make(chan error, 1)
 	go func() {
@@ -228,7 +228,7 @@ func TestQuotaBurstWritesConcurrentlyAndHolds(t *testing.T) {
 			return c.Create(ctx, obj, opts...)
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*infrav1alpha1.WorkspaceList); ok {
+			if list.GetObjectKind().GroupVersionKind().Kind == "WorkspaceList" { // read unstructured (decodingReader)
 				lists.Add(1)
 			}
 			return c.List(ctx, list, opts...)
@@ -236,7 +236,7 @@ func TestQuotaBurstWritesConcurrentlyAndHolds(t *testing.T) {
 	})
 	cfg := defaultConfig()
 	cfg.namespaces, cfg.maxWorkspaces, cfg.maxRunning = []string{"ides"}, 5, 5
-	w := &workspaces{c: c, fresh: c, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}
+	w := newWorkspaces(c, c, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	hold, err := decide(w.quota, context.Background(), "max") // keeps the burst in one Lease
 	if err != nil {
 		t.Fatal(err)

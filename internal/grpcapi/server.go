@@ -25,10 +25,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
@@ -225,11 +225,14 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 	if cfg.tokenMaxStale < cfg.tokenTTL {
 		return nil, fmt.Errorf("token staleness %s is shorter than the %s between reads of the token Secret", cfg.tokenMaxStale, cfg.tokenTTL)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrav1alpha1.Workspace{}, ownerField, ownerIndex); err != nil {
+	// Workspaces are read unstructured, decoded one by one (decodingReader).
+	cached := &unstructured.Unstructured{}
+	cached.SetGroupVersionKind(workspaceGVK)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), cached, ownerField, ownerIndex); err != nil {
 		return nil, fmt.Errorf("indexing workspaces by owner: %w", err)
 	}
 	n := newNotifier()
-	informer, err := mgr.GetCache().GetInformer(context.Background(), &infrav1alpha1.Workspace{})
+	informer, err := mgr.GetCache().GetInformer(context.Background(), cached)
 	if err != nil {
 		return nil, fmt.Errorf("watching workspaces: %w", err)
 	}
@@ -240,8 +243,7 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 		cfg: cfg,
 		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, maxStale: cfg.tokenMaxStale,
 			now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")},
-		w: &workspaces{c: mgr.GetClient(), fresh: mgr.GetAPIReader(), notifier: n, cfg: cfg,
-			quota: newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), cfg.tokens.Namespace)},
+		w: newWorkspaces(mgr.GetClient(), mgr.GetAPIReader(), n, cfg, newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), cfg.tokens.Namespace)),
 	}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/retry"
@@ -55,6 +56,7 @@ type fields struct {
 
 // workspaces is what both services share: the cluster client, the notifier and the limits.
 type workspaces struct {
+	// c reads through the cache (newWorkspaces).
 	c client.Client
 	// fresh reads around the cache, where a decision must see the latest writes (quotas).
 	fresh    client.Reader
@@ -67,6 +69,13 @@ type workspaces struct {
 
 	watchMu  sync.Mutex
 	watching map[string]int // open Watch streams per user
+}
+
+// newWorkspaces serves workspaces with c (cached reads, and writes) and fresh (reads around the
+// cache); the Workspace reads of both decode each object on its own (decodingReader).
+func newWorkspaces(c client.Client, fresh client.Reader, n *notifier, cfg *config, quota *quotaLock) *workspaces {
+	return &workspaces{c: decodingClient{Client: c, reads: decodingReader{Reader: c}}, fresh: decodingReader{Reader: fresh},
+		notifier: n, cfg: cfg, quota: quota}
 }
 
 func invalid(field, format string, args ...any) error {
@@ -177,11 +186,15 @@ func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, 
 
 // ownerIndex is the function of the owner index (ownerField).
 func ownerIndex(o client.Object) []string {
-	ws, ok := o.(*infrav1alpha1.Workspace)
-	if !ok || ws.Spec.Owner == "" {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
 		return nil
 	}
-	return []string{ws.Spec.Owner}
+	owner, _, _ := unstructured.NestedString(u.Object, "spec", "owner")
+	if owner == "" {
+		return nil
+	}
+	return []string{owner}
 }
 
 // watchSlot takes one of the user's Watch streams, or says ResourceExhausted when they have
@@ -240,19 +253,37 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	if err := w.admit(ctx, user, ws, sp.fields); err != nil {
 		return nil, err
 	}
-	err := w.withQuota(ctx, user, key, ask{workspace: true, running: true, retained: sp.retain}, func() error { return w.c.Create(ctx, ws) })
+	err := w.withQuota(ctx, user, key, ask{workspace: true, running: true, retained: sp.retain}, func() error { return w.createOutliving(ctx, ws) })
 	if err != nil {
 		if ctx.Err() != nil {
-			// The call ended during the create, which may have happened without anyone to
-			// use it: remove it if it is this call's.
+			// The create's outcome is unknown (it failed after the call ended, a timeout
+			// say): remove the workspace if this call made it.
 			w.abandonRequest(key, request)
 		}
 		return nil, createError(err, ws.Name, sp.fields)
+	}
+	if ctx.Err() != nil {
+		// Made for a caller that is gone, it would start with no one to use it.
+		w.abandon(key, ws.UID, true)
+		return nil, toStatus(ctx.Err(), "creating workspace "+ws.Name)
 	}
 	if !wait {
 		return ws, nil
 	}
 	return w.waitRunning(ctx, key, ws.UID, poke, true)
+}
+
+// outlivingTimeout bounds a write that outlives the call it serves: a create finished after
+// its caller gave up (createOutliving), the removal of a workspace made for no one (abandon).
+const outlivingTimeout = 10 * time.Second
+
+// createOutliving creates ws on a context that the end of the call does not cancel. A create
+// cut off in flight may still be stored by the API server after the call has looked for it,
+// and would start with no one waiting for it; a finished create says what there is to remove.
+func (w *workspaces) createOutliving(ctx context.Context, ws *infrav1alpha1.Workspace) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outlivingTimeout)
+	defer cancel()
+	return w.c.Create(ctx, ws)
 }
 
 // admit checks a create before the quota is counted, since these are the more useful answers:
@@ -309,7 +340,7 @@ func (w *workspaces) abandon(key types.NamespacedName, uid types.UID, cleanup bo
 	if !cleanup || uid == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), outlivingTimeout)
 	defer cancel()
 	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	_ = w.c.Delete(ctx, ws, client.Preconditions{UID: &uid})
@@ -317,7 +348,7 @@ func (w *workspaces) abandon(key types.NamespacedName, uid types.UID, cleanup bo
 
 // abandonRequest deletes the workspace at key if the create call marked request made it.
 func (w *workspaces) abandonRequest(key types.NamespacedName, request string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), outlivingTimeout)
 	defer cancel()
 	var ws infrav1alpha1.Workspace
 	if err := w.fresh.Get(ctx, key, &ws); err != nil || ws.Annotations[createRequestAnnotation] != request {
@@ -423,7 +454,10 @@ func toStatus(err error, doing string) error {
 		return err // already a gRPC status
 	}
 	code := codes.Internal
+	var undecodable *undecodableError
 	switch {
+	case errors.As(err, &undecodable):
+		code = codes.FailedPrecondition
 	case apierrors.IsNotFound(err):
 		code = codes.NotFound
 	case apierrors.IsAlreadyExists(err):

@@ -2,13 +2,16 @@ package grpcapi
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -43,7 +46,7 @@ func interruptedCreates(t *testing.T, cancel context.CancelFunc, raced client.Ob
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	cache := interceptor.NewClient(server, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*infrav1alpha1.Workspace); ok {
+			if isWorkspace(obj) {
 				return apierrors.NewNotFound(infrav1alpha1.GroupVersion.WithResource("workspaces").GroupResource(), key.Name)
 			}
 			return c.Get(ctx, key, obj, opts...)
@@ -68,7 +71,7 @@ func interruptedCreates(t *testing.T, cancel context.CancelFunc, raced client.Ob
 	})
 	cfg := defaultConfig()
 	cfg.namespaces = []string{"ides"}
-	return &workspaces{c: cache, fresh: server, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}, server
+	return newWorkspaces(cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), server
 }
 
 // TestInterruptedCreateLeavesAnotherUsersWorkspace: bob takes a name while alice's create of
@@ -104,23 +107,105 @@ func TestInterruptedCreateRemovesWhatItCreated(t *testing.T) {
 	}
 }
 
+// TestCreateStoredAfterTheCallGaveUpIsRemoved: the caller's deadline ends while its create is
+// in flight, and the API server stores the workspace only after that, as it may. The workspace
+// is removed all the same, not left to start with no one waiting for it.
+func TestCreateStoredAfterTheCallGaveUpIsRemoved(t *testing.T) {
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
+	stored := make(chan struct{})
+	slowServer := interceptor.NewClient(server, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if len((&client.CreateOptions{}).ApplyOptions(opts).DryRun) > 0 {
+				return c.Create(ctx, obj, opts...)
+			}
+			// The server takes 300 ms whatever the client does; the client waits for its answer
+			// only as long as its context lets it.
+			done := make(chan error, 1)
+			time.AfterFunc(300*time.Millisecond, func() {
+				late := obj.DeepCopyObject().(client.Object)
+				late.SetUID("late-uid")
+				err := c.Create(context.Background(), late)
+				if err == nil {
+					obj.SetUID(late.GetUID())
+					obj.SetResourceVersion(late.GetResourceVersion())
+				}
+				done <- err
+			})
+			select {
+			case err := <-done:
+				close(stored)
+				return err
+			case <-ctx.Done():
+				go func() { <-done; close(stored) }()
+				return ctx.Err()
+			}
+		},
+	})
+	cfg := defaultConfig()
+	cfg.namespaces = []string{"ides"}
+	w := newWorkspaces(slowServer, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := w.create(ctx, "alice", spec{name: "late", namespace: "ides"}, true); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("create = %v, want DeadlineExceeded", err)
+	}
+	<-stored
+	err := server.Get(context.Background(), client.ObjectKey{Namespace: "ides", Name: "late"}, &infrav1alpha1.Workspace{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the workspace stored after the call gave up is still there: %v", err)
+	}
+}
+
+// isWorkspace reports whether obj is a Workspace as the API reads them: unstructured
+// (decodingReader).
+func isWorkspace(obj client.Object) bool {
+	_, ok := obj.(*unstructured.Unstructured)
+	return ok && obj.GetObjectKind().GroupVersionKind() == workspaceGVK
+}
+
+// doctorUnstructured runs doctor on the Workspace that u holds.
+func doctorUnstructured(u *unstructured.Unstructured, doctor func(*infrav1alpha1.Workspace)) error {
+	var ws infrav1alpha1.Workspace
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ws); err != nil {
+		return err
+	}
+	doctor(&ws)
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ws)
+	if err != nil {
+		return err
+	}
+	u.Object = m
+	u.SetGroupVersionKind(workspaceGVK)
+	return nil
+}
+
 // cachedAs is the API over server with a cache whose copy of every workspace is what doctor
-// makes of the server's (an older version, or an earlier workspace of the name).
-func cachedAs(server client.WithWatch, doctor func(*infrav1alpha1.Workspace)) *workspaces {
+// makes of the server's (an older version, or an earlier workspace of the name). refused
+// counts the patches of a workspace that the server refused as stale.
+func cachedAs(server client.WithWatch, doctor func(*infrav1alpha1.Workspace)) (w *workspaces, refused *atomic.Int32) {
+	refused = &atomic.Int32{}
 	cache := interceptor.NewClient(server, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
 				return err
 			}
-			if ws, ok := obj.(*infrav1alpha1.Workspace); ok {
-				doctor(ws)
+			if u, ok := obj.(*unstructured.Unstructured); ok && isWorkspace(u) {
+				return doctorUnstructured(u, doctor)
 			}
 			return nil
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			err := c.Patch(ctx, obj, patch, opts...)
+			if apierrors.IsConflict(err) {
+				refused.Add(1)
+			}
+			return err
 		},
 	})
 	cfg := defaultConfig()
 	cfg.namespaces = []string{"ides"}
-	return &workspaces{c: cache, fresh: server, notifier: newNotifier(), cfg: cfg, quota: newQuotaLock(server, server, "ops")}
+	return newWorkspaces(cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), refused
 }
 
 // TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace: alice's workspace "proj" was deleted
@@ -133,12 +218,15 @@ func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
 			Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob", Running: ptr.To(bobRunning)}}
 		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bobs).
 			WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-		w := cachedAs(server, func(ws *infrav1alpha1.Workspace) {
+		w, refused := cachedAs(server, func(ws *infrav1alpha1.Workspace) {
 			ws.UID, ws.ResourceVersion, ws.Spec.Owner = "alices-uid", "1", "alice"
 		})
 		ctx := context.Background()
 		if _, err := w.setRunning(ctx, "alice", "ides", "proj", !bobRunning, refFields); err == nil {
 			t.Errorf("alice set running=%v on a stale read of bob's workspace", !bobRunning)
+		}
+		if refused.Load() != 1 {
+			t.Errorf("%d patches refused as stale, want 1: the stale read passes the owner check, its write's precondition stops it", refused.Load())
 		}
 		var after infrav1alpha1.Workspace
 		if err := server.Get(ctx, client.ObjectKeyFromObject(bobs), &after); err != nil || *after.Spec.Running != bobRunning {
@@ -171,7 +259,7 @@ func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
 			WithObjects(ws("a", true, infrav1alpha1.WorkspaceRunning), ws("b", false, tc.phase)).Build()
 		cfg := defaultConfig()
 		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
-		w := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg}
+		w := newWorkspaces(server, server, newNotifier(), cfg, nil)
 		err := allows(w, "gina", ask{running: true})
 		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
 			t.Errorf("one running and one stopped in phase %s: quota full = %v (%v), want %v", tc.phase, full, err, tc.full)
@@ -191,7 +279,7 @@ func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 		WithObjects(released, keeping).Build()
 	cfg := defaultConfig()
 	cfg.namespaces, cfg.maxRetained = []string{"ides"}, 2
-	w := &workspaces{c: server, fresh: server, notifier: newNotifier(), cfg: cfg}
+	w := newWorkspaces(server, server, newNotifier(), cfg, nil)
 	err := allows(w, "hana", ask{workspace: true, running: true, retained: true})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a third kept volume: %v, want ResourceExhausted", err)
@@ -212,9 +300,12 @@ func TestStopWhileTheCacheLagsSucceeds(t *testing.T) {
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(mine).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	// The cache shows the version before the operator's status write.
-	w := cachedAs(server, func(ws *infrav1alpha1.Workspace) { ws.ResourceVersion = "1" })
+	w, refused := cachedAs(server, func(ws *infrav1alpha1.Workspace) { ws.ResourceVersion = "1" })
 	if _, err := w.setRunning(context.Background(), "lou", "ides", "mine", false, refFields); err != nil {
 		t.Fatalf("stop with a lagging cache: %v", err)
+	}
+	if refused.Load() != 1 {
+		t.Errorf("%d patches refused as stale, want 1 (the one from the lagging cache's copy)", refused.Load())
 	}
 	var after infrav1alpha1.Workspace
 	if err := server.Get(context.Background(), client.ObjectKeyFromObject(mine), &after); err != nil || *after.Spec.Running {

@@ -82,10 +82,11 @@ func caseValue(tc framework.WorkspaceCase) any {
 	return tc.Value
 }
 
-// TestWorkspaceSchemaRefusesWhatItsGoTypeCannotHold: the gRPC API reads Workspaces through a
-// cache that decodes them into their Go type, and one object that does not decode fails the
-// whole list, for every tenant. So the CRD refuses every value the type cannot hold, naming
-// the field, and what it accepts still lists.
+// TestWorkspaceSchemaRefusesWhatItsGoTypeCannotHold: a Workspace whose value its Go type cannot
+// hold never starts, and a typed list of Workspaces fails on it (the gRPC API decodes each
+// Workspace on its own for that reason: TestAWorkspaceStoredBeforeTheCRDRefusedItHarmsNoOtherTenant
+// in test/e2e). So the CRD refuses every such value at create, naming the field, and what it
+// accepts lists typed.
 func TestWorkspaceSchemaRefusesWhatItsGoTypeCannotHold(t *testing.T) {
 	ns := newNamespace(t)
 	cases := []struct {
