@@ -76,7 +76,9 @@ func (l WorkspaceLifecycle) now() time.Time {
 	return time.Now()
 }
 
-func decodeWorkspace(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, error) {
+// DecodeWorkspace decodes a Workspace read unstructured; the error names the field that does
+// not fit the Go type ("spec.startTimeout: ...").
+func DecodeWorkspace(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, error) {
 	ws := &infrav1alpha1.Workspace{}
 	if err := fromUnstructured(obj.Object, ws); err != nil {
 		return nil, fmt.Errorf("decoding workspace: %w", err)
@@ -87,7 +89,7 @@ func decodeWorkspace(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, 
 // Values maps the spec onto helm-charts/workspace's values; a spec over the limits never
 // renders, whoever made it.
 func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
-	ws, err := decodeWorkspace(obj)
+	ws, err := DecodeWorkspace(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +174,7 @@ func deref(s *string) string {
 
 // Retain keeps the home volume when the reclaim policy is Retain.
 func (WorkspaceLifecycle) Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	ws, err := decodeWorkspace(obj)
+	ws, err := DecodeWorkspace(obj)
 	if err != nil {
 		return nil, err
 	}

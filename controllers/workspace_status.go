@@ -16,7 +16,7 @@ import (
 
 // Status computes the phase and the IDE's whereabouts from its pod.
 func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
-	ws, err := decodeWorkspace(obj)
+	ws, err := DecodeWorkspace(obj)
 	if err != nil {
 		return engine.StatusResult{}, err
 	}

@@ -71,4 +71,9 @@ const (
 	EventOwnershipConflict = "OwnershipConflict"
 	// EventReconcileFailed: rendering, applying or pruning failed; the message says why.
 	EventReconcileFailed = "ReconcileFailed"
+	// EventResourceInvalid: the API server refuses any change to the resource itself, its
+	// finalizer or its status, as invalid (a value stored before its CRD refused it, which no
+	// CEL rule lets pass unchanged). Only this event can say so; nothing is retried until the
+	// spec changes.
+	EventResourceInvalid = "ResourceInvalid"
 )

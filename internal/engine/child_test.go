@@ -40,6 +40,31 @@ func TestSubset(t *testing.T) {
 	}
 }
 
+// TestSubsetWithStoredForm: a rendered field missing from its stored form (the API server
+// keeps no false that the type omits when empty) matches a live object without it, and only
+// that: a value set by hand, or a field the stored form keeps, still counts.
+func TestSubsetWithStoredForm(t *testing.T) {
+	mount := func(fields map[string]any) []any { return []any{map[string]any{"name": "home"}, fields} }
+	cases := []struct {
+		name               string
+		want, stored, have any
+		ok                 bool
+	}{
+		{"dropped when stored, absent live", map[string]any{"readOnly": false}, map[string]any{}, map[string]any{}, true},
+		{"dropped when stored, set live by hand", map[string]any{"readOnly": false}, map[string]any{}, map[string]any{"readOnly": true}, false},
+		{"kept when stored, absent live", map[string]any{"automount": false}, map[string]any{"automount": false}, map[string]any{}, false},
+		{"in a list element", mount(map[string]any{"readOnly": false}), mount(map[string]any{}), mount(map[string]any{}), true},
+		{"a whole map the type does not know", map[string]any{"future": map[string]any{"on": true}}, map[string]any{}, map[string]any{}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := subset(tc.want, tc.stored, tc.have); got != tc.ok {
+				t.Errorf("subset(%v, %v, %v) = %v, want %v", tc.want, tc.stored, tc.have, got, tc.ok)
+			}
+		})
+	}
+}
+
 func owner() *unstructured.Unstructured {
 	o := &unstructured.Unstructured{}
 	o.SetAPIVersion("infra.cloudspace.dev/v1alpha1")

@@ -103,7 +103,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	if err := r.ensureFinalizer(ctx, obj); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, r.refusedResource(obj, err)
 	}
 	s, err := newScope(obj, r.written.get(obj).inventory)
 	if err != nil {
@@ -111,7 +111,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	base := obj.DeepCopy()
 	defer func() {
-		retErr = errors.Join(retErr, r.finish(ctx, base, s))
+		retErr = errors.Join(retErr, r.refusedResource(obj, r.finish(ctx, base, s)))
 		res.RequeueAfter = minPositive(res.RequeueAfter, s.deferred)
 	}()
 	switch {
@@ -123,6 +123,17 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	default:
 		return r.reconcileNormal(ctx, s)
 	}
+}
+
+// refusedResource reports a write to the resource itself that the API server refused as
+// invalid: it cannot succeed until the spec changes, and the status that would say so cannot
+// be written either, so an event says it and the reconcile is not retried.
+func (r *reconciler) refusedResource(obj *unstructured.Unstructured, err error) error {
+	if !apierrors.IsInvalid(err) {
+		return err
+	}
+	r.event(obj, true, infrav1alpha1.EventResourceInvalid, "The API server refuses every change to this %s until its spec is fixed: %v", r.gvk.Kind, err)
+	return reconcile.TerminalError(err)
 }
 
 // newScope starts a reconcile of obj. putOff is the inventory of a status put off and not yet

@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 )
 
 // decodingReader reads Workspaces as unstructured objects and decodes each one on its own;
@@ -16,20 +16,21 @@ import (
 // its Go type cannot hold (stored before the CRD refused such values, e.g. startTimeout: soon)
 // failed every list of Workspaces, and with them every tenant's calls. Here such a Workspace
 // fails only reads of itself, and lists leave it out; its own status says why it does not
-// start (ValuesInvalid). Through the manager's cache, these reads also share the engine's
-// informer of Workspaces instead of holding a second, typed copy of each.
+// start (ValuesInvalid). Over the manager's cache, these reads share the engine's informer of
+// Workspaces instead of holding a second, typed copy of each.
 type decodingReader struct {
 	client.Reader
 }
 
-// undecodableError is a Workspace that its Go type cannot hold.
+// undecodableError is a Workspace that its Go type cannot hold. owner is its spec.owner, so
+// that only its owner is told what is wrong with it.
 type undecodableError struct {
-	key client.ObjectKey
-	err error
+	name, owner string
+	err         error
 }
 
 func (e *undecodableError) Error() string {
-	return fmt.Sprintf("workspace %s holds a value the operator cannot read (%v); it can only be deleted with kubectl", e.key.Name, e.err)
+	return fmt.Sprintf("workspace %s holds a value the operator cannot read (%v); it can only be deleted with kubectl", e.name, e.err)
 }
 
 var workspaceGVK = infrav1alpha1.GroupVersion.WithKind("Workspace")
@@ -44,7 +45,7 @@ func (r decodingReader) Get(ctx context.Context, key client.ObjectKey, obj clien
 	if err := r.Reader.Get(ctx, key, u, opts...); err != nil {
 		return err
 	}
-	return decodeWorkspace(u, ws)
+	return decodeInto(u, ws)
 }
 
 func (r decodingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -61,14 +62,14 @@ func (r decodingReader) List(ctx context.Context, list client.ObjectList, opts .
 	wl.Items = make([]infrav1alpha1.Workspace, 0, len(ul.Items))
 	for i := range ul.Items {
 		var ws infrav1alpha1.Workspace
-		if decodeWorkspace(&ul.Items[i], &ws) == nil {
+		if decodeInto(&ul.Items[i], &ws) == nil {
 			wl.Items = append(wl.Items, ws)
 		}
 	}
 	return nil
 }
 
-// decodingClient is a client whose Workspace reads decode each object (decodingReader).
+// decodingClient writes with its Client and reads through reads, a decodingReader.
 type decodingClient struct {
 	client.Client
 	reads decodingReader
@@ -82,10 +83,13 @@ func (c decodingClient) List(ctx context.Context, list client.ObjectList, opts .
 	return c.reads.List(ctx, list, opts...)
 }
 
-// decodeWorkspace decodes u into ws; an object shared with the cache is only read.
-func decodeWorkspace(u *unstructured.Unstructured, ws *infrav1alpha1.Workspace) error {
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ws); err != nil {
-		return &undecodableError{key: client.ObjectKeyFromObject(u), err: err}
+// decodeInto decodes u into ws; u, which may be the cache's, is only read.
+func decodeInto(u *unstructured.Unstructured, ws *infrav1alpha1.Workspace) error {
+	decoded, err := controllers.DecodeWorkspace(u)
+	if err != nil {
+		owner, _, _ := unstructured.NestedString(u.Object, "spec", "owner")
+		return &undecodableError{name: u.GetName(), owner: owner, err: err}
 	}
+	*ws = *decoded
 	return nil
 }

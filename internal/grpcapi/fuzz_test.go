@@ -60,7 +60,7 @@ func fuzzCreateRequest(f *testing.F, fs fields) {
 	cfg := defaultConfig()
 	cfg.namespaces = fuzzNamespaces
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
-	w := newWorkspaces(c, c, nil, cfg, nil)
+	w := newWorkspaces(c, c, c, nil, cfg, nil)
 	f.Fuzz(func(t *testing.T, name, namespace, image string, port uint32, cpu, memory, storage, git string, retain bool) {
 		if fs.git == "" {
 			git, retain = "", false // not in this service's request

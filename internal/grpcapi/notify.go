@@ -47,12 +47,12 @@ func (n *notifier) notify(obj any) {
 		obj = d.Obj
 	}
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
+	if !ok || n.idle() {
 		return
 	}
 	// A Workspace that does not decode is nothing any subscriber can read.
 	ws := &infrav1alpha1.Workspace{}
-	if decodeWorkspace(u, ws) != nil {
+	if decodeInto(u, ws) != nil {
 		return
 	}
 	n.mu.Lock()
@@ -65,6 +65,13 @@ func (n *notifier) notify(obj any) {
 			}
 		}
 	}
+}
+
+// idle reports whether no one is subscribed, so that an event need not be decoded.
+func (n *notifier) idle() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.subs) == 0
 }
 
 // handler is the informer event handler that feeds the notifier.

@@ -105,8 +105,8 @@ func TestQuotaHoldsWhileAnotherReplicaCreates(t *testing.T) {
 			return c.Create(ctx, obj, opts...)
 		},
 	})
-	a := newWorkspaces(slowCreate, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
-	b := newWorkspaces(server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	a := newWorkspaces(slowCreate, slowCreate, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	b := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	ctx := context.Background()
 	aErr := make(chan error, 1)
 	go func() {
@@ -236,7 +236,7 @@ func TestQuotaBurstWritesConcurrentlyAndHolds(t *testing.T) {
 	})
 	cfg := defaultConfig()
 	cfg.namespaces, cfg.maxWorkspaces, cfg.maxRunning = []string{"ides"}, 5, 5
-	w := newWorkspaces(c, c, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	w := newWorkspaces(c, c, c, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	hold, err := decide(w.quota, context.Background(), "max") // keeps the burst in one Lease
 	if err != nil {
 		t.Fatal(err)

@@ -243,7 +243,9 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 		cfg: cfg,
 		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, maxStale: cfg.tokenMaxStale,
 			now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")},
-		w: newWorkspaces(mgr.GetClient(), mgr.GetAPIReader(), n, cfg, newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), cfg.tokens.Namespace)),
+		// The cache, not the manager's client: that reads unstructured objects around it.
+		w: newWorkspaces(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), n, cfg,
+			newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), cfg.tokens.Namespace)),
 	}, nil
 }
 

@@ -71,10 +71,10 @@ type workspaces struct {
 	watching map[string]int // open Watch streams per user
 }
 
-// newWorkspaces serves workspaces with c (cached reads, and writes) and fresh (reads around the
-// cache); the Workspace reads of both decode each object on its own (decodingReader).
-func newWorkspaces(c client.Client, fresh client.Reader, n *notifier, cfg *config, quota *quotaLock) *workspaces {
-	return &workspaces{c: decodingClient{Client: c, reads: decodingReader{Reader: c}}, fresh: decodingReader{Reader: fresh},
+// newWorkspaces serves workspaces that it writes with c, reads from cache, and reads around the
+// cache with fresh; its Workspace reads decode each object on its own (decodingReader).
+func newWorkspaces(c client.Client, cache, fresh client.Reader, n *notifier, cfg *config, quota *quotaLock) *workspaces {
+	return &workspaces{c: decodingClient{Client: c, reads: decodingReader{Reader: cache}}, fresh: decodingReader{Reader: fresh},
 		notifier: n, cfg: cfg, quota: quota}
 }
 
@@ -253,11 +253,15 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	if err := w.admit(ctx, user, ws, sp.fields); err != nil {
 		return nil, err
 	}
-	err := w.withQuota(ctx, user, key, ask{workspace: true, running: true, retained: sp.retain}, func() error { return w.createOutliving(ctx, ws) })
+	var createErr error
+	err := w.withQuota(ctx, user, key, ask{workspace: true, running: true, retained: sp.retain}, func() error {
+		createErr = w.createOutliving(ctx, ws)
+		return createErr
+	})
 	if err != nil {
-		if ctx.Err() != nil {
-			// The create's outcome is unknown (it failed after the call ended, a timeout
-			// say): remove the workspace if this call made it.
+		if createErr != nil && !outcomeKnown(createErr) {
+			// The API server did not answer (a timeout, a broken connection): the create may
+			// have been stored all the same. Remove the workspace if this call made it.
 			w.abandonRequest(key, request)
 		}
 		return nil, createError(err, ws.Name, sp.fields)
@@ -277,13 +281,22 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 // its caller gave up (createOutliving), the removal of a workspace made for no one (abandon).
 const outlivingTimeout = 10 * time.Second
 
-// createOutliving creates ws on a context that the end of the call does not cancel. A create
-// cut off in flight may still be stored by the API server after the call has looked for it,
-// and would start with no one waiting for it; a finished create says what there is to remove.
+// createOutliving creates ws on a context that ends outlivingTimeout after the call's does. A
+// create cut off in flight may still be stored by the API server after the call has looked for
+// it, and would start with no one waiting for it; a finished create says what to remove.
 func (w *workspaces) createOutliving(ctx context.Context, ws *infrav1alpha1.Workspace) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outlivingTimeout)
+	createCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	return w.c.Create(ctx, ws)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(outlivingTimeout, cancel) })
+	defer stop()
+	return w.c.Create(createCtx, ws)
+}
+
+// outcomeKnown reports whether a failed create's error is the API server's refusal, which
+// stored nothing, as opposed to no answer or a timeout, after which it may have stored it.
+func outcomeKnown(err error) bool {
+	var s apierrors.APIStatus
+	return errors.As(err, &s) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err)
 }
 
 // admit checks a create before the quota is counted, since these are the more useful answers:
@@ -378,6 +391,11 @@ func (w *workspaces) ownedFrom(ctx context.Context, r client.Reader, user, ns, n
 	err = r.Get(ctx, key, &ws)
 	if apierrors.IsNotFound(err) && r != w.fresh {
 		err = w.fresh.Get(ctx, key, &ws)
+	}
+	var undecodable *undecodableError
+	if errors.As(err, &undecodable) && undecodable.owner != user {
+		// What is wrong with it is its owner's business.
+		return nil, status.Errorf(codes.PermissionDenied, "workspace %s belongs to another user", name)
 	}
 	if err != nil {
 		return nil, toStatus(err, "reading workspace "+name)

@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func interruptedCreates(t *testing.T, cancel context.CancelFunc, raced client.Ob
 	})
 	cfg := defaultConfig()
 	cfg.namespaces = []string{"ides"}
-	return newWorkspaces(cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), server
+	return newWorkspaces(cache, cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), server
 }
 
 // TestInterruptedCreateLeavesAnotherUsersWorkspace: bob takes a name while alice's create of
@@ -144,7 +145,7 @@ func TestCreateStoredAfterTheCallGaveUpIsRemoved(t *testing.T) {
 	})
 	cfg := defaultConfig()
 	cfg.namespaces = []string{"ides"}
-	w := newWorkspaces(slowServer, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	w := newWorkspaces(slowServer, slowServer, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := w.create(ctx, "alice", spec{name: "late", namespace: "ides"}, true); status.Code(err) != codes.DeadlineExceeded {
@@ -154,6 +155,36 @@ func TestCreateStoredAfterTheCallGaveUpIsRemoved(t *testing.T) {
 	err := server.Get(context.Background(), client.ObjectKey{Namespace: "ides", Name: "late"}, &infrav1alpha1.Workspace{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the workspace stored after the call gave up is still there: %v", err)
+	}
+}
+
+// TestAWorkspaceThatDoesNotDecodeIsItsOwnersBusiness: a Workspace stored with a value its Go
+// type cannot hold answers its owner with what is wrong (FailedPrecondition, naming the field)
+// and anyone else as any other user's workspace (PermissionDenied, nothing of its spec).
+func TestAWorkspaceThatDoesNotDecodeIsItsOwnersBusiness(t *testing.T) {
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
+	cache := interceptor.NewClient(server, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if !isWorkspace(obj) {
+				return c.Get(ctx, key, obj, opts...)
+			}
+			u := obj.(*unstructured.Unstructured)
+			u.Object["spec"] = map[string]any{"owner": "alice", "startTimeout": "soon"}
+			u.SetNamespace(key.Namespace)
+			u.SetName(key.Name)
+			return nil
+		},
+	})
+	cfg := defaultConfig()
+	cfg.namespaces = []string{"ides"}
+	w := newWorkspaces(cache, cache, server, newNotifier(), cfg, nil)
+	_, err := w.owned(context.Background(), "alice", "ides", "old", refFields)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "spec.startTimeout") {
+		t.Errorf("the owner's read: %v, want FailedPrecondition naming spec.startTimeout", err)
+	}
+	_, err = w.owned(context.Background(), "bob", "ides", "old", refFields)
+	if status.Code(err) != codes.PermissionDenied || strings.Contains(err.Error(), "soon") {
+		t.Errorf("another user's read: %v, want PermissionDenied without the stored value", err)
 	}
 }
 
@@ -167,7 +198,7 @@ func isWorkspace(obj client.Object) bool {
 // doctorUnstructured runs doctor on the Workspace that u holds.
 func doctorUnstructured(u *unstructured.Unstructured, doctor func(*infrav1alpha1.Workspace)) error {
 	var ws infrav1alpha1.Workspace
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ws); err != nil {
+	if err := decodeInto(u, &ws); err != nil {
 		return err
 	}
 	doctor(&ws)
@@ -205,7 +236,7 @@ func cachedAs(server client.WithWatch, doctor func(*infrav1alpha1.Workspace)) (w
 	})
 	cfg := defaultConfig()
 	cfg.namespaces = []string{"ides"}
-	return newWorkspaces(cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), refused
+	return newWorkspaces(cache, cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), refused
 }
 
 // TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace: alice's workspace "proj" was deleted
@@ -259,7 +290,7 @@ func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
 			WithObjects(ws("a", true, infrav1alpha1.WorkspaceRunning), ws("b", false, tc.phase)).Build()
 		cfg := defaultConfig()
 		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
-		w := newWorkspaces(server, server, newNotifier(), cfg, nil)
+		w := newWorkspaces(server, server, server, newNotifier(), cfg, nil)
 		err := allows(w, "gina", ask{running: true})
 		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
 			t.Errorf("one running and one stopped in phase %s: quota full = %v (%v), want %v", tc.phase, full, err, tc.full)
@@ -279,7 +310,7 @@ func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 		WithObjects(released, keeping).Build()
 	cfg := defaultConfig()
 	cfg.namespaces, cfg.maxRetained = []string{"ides"}, 2
-	w := newWorkspaces(server, server, newNotifier(), cfg, nil)
+	w := newWorkspaces(server, server, server, newNotifier(), cfg, nil)
 	err := allows(w, "hana", ask{workspace: true, running: true, retained: true})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a third kept volume: %v, want ResourceExhausted", err)

@@ -7,16 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // TestAWorkspaceStoredBeforeTheCRDRefusedItHarmsNoOtherTenant: a Workspace stored while the CRD
@@ -46,19 +50,26 @@ func TestAWorkspaceStoredBeforeTheCRDRefusedItHarmsNoOtherTenant(t *testing.T) {
 	if strings.Join(names, ",") != name {
 		t.Errorf("dave lists %v, want only %s (the Workspace that does not decode is left out)", names, name)
 	}
-	waitFor(t, time.Minute, "the bad Workspace's Ready condition says ValuesInvalid, naming spec.startTimeout", func(ctx context.Context) error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(bad), bad); err != nil {
+	api := workspacev1.NewWorkspaceServiceClient(apiConn(t))
+	ref := &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: bad.GetName()}
+	_, err = api.Get(as(t, "dave", time.Minute), ref)
+	wantCode(t, err, codes.FailedPrecondition, "spec.startTimeout")
+	_, err = api.Get(as(t, "alice", time.Minute), ref)
+	wantCode(t, err, codes.PermissionDenied, "another user")
+	// Its finalizer and status cannot be written (the API server refuses every change to it
+	// under the CRD's rule) unless the operator got there before the rule was back: a Warning
+	// event says what is wrong either way.
+	waitFor(t, time.Minute, "a Warning event on the bad Workspace naming spec.startTimeout", func(ctx context.Context) error {
+		var events corev1.EventList
+		if err := k8sClient.List(ctx, &events, client.InNamespace(workspaceNS)); err != nil {
 			return err
 		}
-		conds, _, _ := unstructured.NestedSlice(bad.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == infrav1alpha1.ConditionReady && m["reason"] == infrav1alpha1.ReasonValuesInvalid &&
-				strings.Contains(fmt.Sprint(m["message"]), "spec.startTimeout") {
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == bad.GetName() && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "spec.startTimeout") {
 				return nil
 			}
 		}
-		return fmt.Errorf("conditions %v", conds)
+		return fmt.Errorf("none among %d events", len(events.Items))
 	})
 }
 
@@ -113,7 +124,42 @@ func storeUnderOldSchema(t *testing.T, name string, spec map[string]any) *unstru
 	waitFor(t, 30*time.Second, "the old schema to accept "+name, func(ctx context.Context) error {
 		return k8sClient.Create(ctx, ws.DeepCopy())
 	})
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ws, client.PropagationPolicy(metav1.DeletePropagationBackground)) })
+	t.Cleanup(func() {
+		_ = k8sClient.Delete(context.Background(), ws, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
 	restore()
 	return ws
+}
+
+// TestWorkspaceReadsAreServedFromTheCache: a user's List calls are answered from the operator's
+// cache, so a portal that polls costs the cluster nothing. (The API reads Workspaces
+// unstructured, which the manager's client would read around its cache, from the API server.)
+func TestWorkspaceReadsAreServedFromTheCache(t *testing.T) {
+	const calls = 40
+	rest := kubernetes.NewForConfigOrDie(cluster.Config).RESTClient()
+	reads := func() float64 {
+		raw, err := rest.Get().AbsPath("/metrics").DoRaw(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := framework.SumCounter(raw, "apiserver_request_total", func(l map[string]string) (string, bool) {
+			return "", l["resource"] == "workspaces" && (l["verb"] == "GET" || l["verb"] == "LIST")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[""]
+	}
+	api := workspacev1.NewWorkspaceServiceClient(apiConn(t))
+	before := reads()
+	for range calls {
+		if _, err := api.List(as(t, "carol", time.Minute), &workspacev1.ListWorkspacesRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Others read workspaces meanwhile too (the engine, when its cache lags a write of its own):
+	// a few, not one per call.
+	if n := reads() - before; n >= calls/2 {
+		t.Errorf("%v workspace reads at the API server during %d List calls, want the calls served from the cache", n, calls)
+	}
 }
