@@ -29,23 +29,21 @@ type store struct {
 
 // object is what the cache holds a kind as: its typed struct when the scheme knows the kind.
 func (c store) object(gvk schema.GroupVersionKind) client.Object {
-	if o, ok := c.typed(gvk).(client.Object); ok {
-		return o
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u
+	return c.newOf(gvk, &unstructured.Unstructured{}).(client.Object)
 }
 
 // list is object's list kind.
 func (c store) list(gvk schema.GroupVersionKind) client.ObjectList {
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if l, ok := c.typed(listGVK).(client.ObjectList); ok {
-		return l
+	return c.newOf(gvk.GroupVersion().WithKind(gvk.Kind+"List"), &unstructured.UnstructuredList{}).(client.ObjectList)
+}
+
+// newOf is a new typed object of gvk, or empty, of gvk, when the store caches it unstructured.
+func (c store) newOf(gvk schema.GroupVersionKind, empty runtime.Object) runtime.Object {
+	if o := c.typed(gvk); o != nil {
+		return o
 	}
-	u := &unstructured.UnstructuredList{}
-	u.SetGroupVersionKind(listGVK)
-	return u
+	empty.GetObjectKind().SetGroupVersionKind(gvk)
+	return empty
 }
 
 // typed is a new typed object of gvk; nil when the store caches that kind unstructured.

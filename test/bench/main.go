@@ -168,9 +168,6 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.Floor, err = b.floor(ctx); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
-	if err := b.removeNamespace(ctx, floorNamespace); err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
-	}
 	op, err := b.startOperator(ctx, "operator.log")
 	if err != nil {
 		return nil, err
@@ -195,8 +192,11 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.Resync, err = b.resync(ctx, op); err != nil {
 		return nil, fmt.Errorf("resync: %w", err)
 	}
-	if rep.PodsFloor, rep.VolumeFloor, err = b.workspaceFloors(ctx); err != nil {
-		return nil, err
+	if rep.PodsFloor, err = b.podsFloor(ctx, wsFloorNamespace, false); err != nil {
+		return nil, fmt.Errorf("workspace floor: %w", err)
+	}
+	if rep.VolumeFloor, err = b.podsFloor(ctx, wsVolumeNamespace, true); err != nil {
+		return nil, fmt.Errorf("workspace floor with volumes: %w", err)
 	}
 	rep.CreateWrites, err = b.phaseOver(ctx, nil, b.o.workspaces, func() (err error) {
 		rep.CreateAndWait, rep.CreateTimeline, err = b.createAndWait(ctx)

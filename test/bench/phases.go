@@ -31,7 +31,8 @@ func benchSpec() infrav1alpha1.GenericDaemonSpec {
 }
 
 // floor creates, for each of N names, the objects the chart renders for the bench spec, with no
-// operator, and waits until every DaemonSet is ready: the time and writes the cluster itself needs.
+// operator, and waits until every DaemonSet is ready: the time and writes the cluster itself
+// needs. It removes them again (removeNamespace).
 func (b *bench) floor(ctx context.Context) (Phase, error) {
 	chart, err := render.Load(filepath.Join(framework.RepoRoot(), "helm-charts", "genericdaemon"))
 	if err != nil {
@@ -45,7 +46,7 @@ func (b *bench) floor(ctx context.Context) (Phase, error) {
 		return Phase{}, err
 	}
 	fmt.Printf("bench: floor: %d × the chart's objects, created directly\n", b.o.n)
-	return b.phase(ctx, nil, func() error {
+	p, err := b.phase(ctx, nil, func() error {
 		err := b.parallel(b.o.n, func(i int) error {
 			objs, err := chart.Render(render.Input{Name: fmt.Sprintf("gd-%d", i), Namespace: floorNamespace, Values: values})
 			if err != nil {
@@ -63,6 +64,10 @@ func (b *bench) floor(ctx context.Context) (Phase, error) {
 		}
 		return b.waitUntil(ctx, b.daemonSetsReady)
 	})
+	if err != nil {
+		return Phase{}, err
+	}
+	return p, b.removeNamespace(ctx, floorNamespace)
 }
 
 func valuesFor(spec infrav1alpha1.GenericDaemonSpec) (map[string]any, error) {

@@ -76,27 +76,9 @@ func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
 		"--quota-max-workspaces=" + n, "--quota-max-running=" + n}, nil
 }
 
-// workspaceFloors measures the two floors of the create-and-wait calls, each on a cluster
-// without the other's pods.
-func (b *bench) workspaceFloors(ctx context.Context) (pods, withVolume Latency, err error) {
-	for _, f := range []struct {
-		ns         string
-		withVolume bool
-		l          *Latency
-	}{{wsFloorNamespace, false, &pods}, {wsVolumeNamespace, true, &withVolume}} {
-		if *f.l, err = b.podsFloor(ctx, f.ns, f.withVolume); err != nil {
-			return pods, withVolume, fmt.Errorf("workspace floor in %s: %w", f.ns, err)
-		}
-		if err = b.removeNamespace(ctx, f.ns); err != nil {
-			return pods, withVolume, fmt.Errorf("workspace floor: %w", err)
-		}
-	}
-	return pods, withVolume, nil
-}
-
 // podsFloor creates N Deployments of the IDE pod directly (no operator) at once, with a
 // PersistentVolumeClaim each when withVolume, and measures, for each, the time from its create
-// call until its pod is ready.
+// call until its pod is ready. It removes them again (removeNamespace).
 func (b *bench) podsFloor(ctx context.Context, ns string, withVolume bool) (Latency, error) {
 	fmt.Printf("bench: workspace floor: %d Deployments created directly in %s (volume: %v)\n", b.o.workspaces, ns, withVolume)
 	start := time.Now()
@@ -141,7 +123,7 @@ func (b *bench) podsFloor(ctx context.Context, ns string, withVolume bool) (Late
 	for i := range b.o.workspaces {
 		samples = append(samples, ready[fmt.Sprintf("ide-%d", i)].Sub(began[i]))
 	}
-	return latency(samples, time.Since(start)), nil
+	return latency(samples, time.Since(start)), b.removeNamespace(ctx, ns)
 }
 
 // idePod is the IDE's Deployment, and its claim when withVolume.
