@@ -12,8 +12,11 @@ COPY internal/ internal/
 COPY pkg/ pkg/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -o manager .
 
-# The binary is static (CGO_ENABLED=0), so the image needs nothing else.
+# The binary is static (CGO_ENABLED=0), so the image needs nothing else. make images builds the
+# same image without Docker; VERSION (the operator's) tells the images of two versions apart.
 FROM scratch
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title=cloudspace-operator org.opencontainers.image.version=${VERSION}
 WORKDIR /opt/cloudspace
 COPY --from=builder /workspace/manager /manager
 COPY watches.yaml ./watches.yaml

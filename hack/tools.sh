@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the project's tool binaries from source through the Go module proxy into bin/.
 #
-# Usage: hack/tools.sh NAME...   (or "all")
+# Usage: hack/tools.sh NAME...   (or "all"; "real" for what the real node needs besides)
 #
 # Every binary is built from a wrapper module under hack/tools/<group>/ whose go.mod and go.sum
 # pin the exact version. A built binary is kept in a per-user cache keyed by name, version and a
@@ -23,6 +23,15 @@ spec() {
     etcd) echo "etcd v3.6.5 go.etcd.io/etcd/server/v3" ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
       echo "kubernetes $k8s_version k8s.io/kubernetes/cmd/$1" ;;
+    # The real node's own (hack/real-cluster.sh), in a module of their own so that adding them
+    # did not change the control plane's cache key.
+    kubelet | kube-proxy) echo "kubenode $k8s_version k8s.io/kubernetes/cmd/$1" ;;
+    containerd | containerd-shim-runc-v2 | ctr) echo "containerd v2.2.9 github.com/containerd/containerd/v2/cmd/$1" ;;
+    registry) echo "registry v3.1.2 github.com/distribution/distribution/v3/cmd/registry" ;;
+    # CoreDNS with the few plugins the real cluster uses (hack/tools/coredns/main.go).
+    coredns) echo "coredns v1.15.0 ." ;;
+    # The catalog image's health probe (OLM probes its registry pods with it).
+    grpc_health_probe) echo "grpc-health-probe v0.4.61 github.com/grpc-ecosystem/grpc-health-probe" ;;
     kwok | kwokctl) echo "kwok v0.8.0 sigs.k8s.io/kwok/cmd/$1" ;;
     controller-gen) echo "controller-gen v0.19.0 sigs.k8s.io/controller-tools/cmd/controller-gen" ;;
     kustomize) echo "kustomize v5.7.1 sigs.k8s.io/kustomize/kustomize/v5" ;;
@@ -30,7 +39,8 @@ spec() {
     operator-sdk) echo "operator-sdk v1.34.1 github.com/operator-framework/operator-sdk/cmd/operator-sdk" ;;
     scorecard-test) echo "operator-sdk v1.34.1 github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     opm) echo "opm v1.55.0 github.com/operator-framework/operator-registry/cmd/opm" ;;
-    olm | catalog) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/cmd/$1" ;;
+    olm | catalog | package-server) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/cmd/$1" ;;
+    cpb) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/util/cpb" ;;
     client-gen | lister-gen | informer-gen | applyconfiguration-gen)
       echo "codegen v0.34.4 k8s.io/code-generator/cmd/$1" ;;
     protoc-gen-go) echo "protoc-gen v1.36.10 google.golang.org/protobuf/cmd/protoc-gen-go" ;;
@@ -41,7 +51,7 @@ spec() {
 
 ldflags_for() {
   case "$1" in
-    kube-*|kubectl) echo "$k8s_ldflags" ;;
+    kube-*|kubectl|kubelet) echo "$k8s_ldflags" ;;
     helm) echo "-X helm.sh/helm/v3/internal/version.version=v3.19.0" ;;
     *) echo "" ;;
   esac
@@ -50,7 +60,17 @@ ldflags_for() {
 tags_for() {
   case "$1" in
     opm) echo "json1,containers_image_openpgp" ;;
+    containerd | containerd-shim-runc-v2 | ctr) echo "no_btrfs,no_devmapper" ;;
     *) echo "" ;;
+  esac
+}
+
+# static NAME succeeds for the binaries that go into images (FROM scratch: no libc there) or are
+# meant to be static (containerd's): they are built with CGO_ENABLED=0.
+static() {
+  case "$1" in
+    opm | cpb | grpc_health_probe | scorecard-test | containerd | containerd-shim-runc-v2 | ctr) return 0 ;;
+    *) return 1 ;;
   esac
 }
 
@@ -59,7 +79,10 @@ ensure() {
   read -r group version pkg < <(spec "$name")
   local dir="$root/hack/tools/$group"
   local key
-  key=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-12)
+  local cgo=1
+  if static "$name"; then cgo=0; fi
+  # The key is the wrapper module's, and "static" for a static build (other keys stay as they were).
+  key=$( { cat "$dir/go.mod" "$dir/go.sum"; if [ $cgo = 0 ]; then echo static; fi; } | sha256sum | cut -c1-12)
   local target="$cache/$name-$version-$key/$name"
   if [ "$(readlink "$bin/$name" 2>/dev/null)" = "$target" ] && [ -x "$target" ]; then
     return 0
@@ -71,7 +94,7 @@ ensure() {
     echo "tools: $name $version: building from source ($pkg)"
     local tmp="$target.tmp.$$"
     mkdir -p "$(dirname "$target")"
-    (cd "$dir" && go build -ldflags "$(ldflags_for "$name")" -tags "$(tags_for "$name")" -o "$tmp" "$pkg")
+    (cd "$dir" && CGO_ENABLED=$cgo go build -ldflags "$(ldflags_for "$name")" -tags "$(tags_for "$name")" -o "$tmp" "$pkg")
     mv -f "$tmp" "$target"
   fi
   ln -sfn "$target" "$bin/$name"
@@ -81,10 +104,15 @@ ensure() {
 all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
   controller-gen kustomize helm operator-sdk scorecard-test opm olm catalog protoc-gen-go protoc-gen-go-grpc
   client-gen lister-gen informer-gen applyconfiguration-gen)
+# What the real node needs beyond the above (make real-cluster); not in "all", which the KWOK
+# suites need.
+real=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr registry coredns package-server cpb grpc_health_probe)
 [ $# -gt 0 ] || set -- all
 for arg in "$@"; do
   if [ "$arg" = all ]; then
     for t in "${all[@]}"; do ensure "$t"; done
+  elif [ "$arg" = real ]; then
+    for t in "${real[@]}"; do ensure "$t"; done
   else
     ensure "$arg"
   fi

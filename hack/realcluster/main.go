@@ -1,0 +1,144 @@
+// Command realcluster runs the real cluster (make real-cluster, make real-cluster-down): a
+// control plane and one real node on this machine, in private namespaces (internal/realcluster).
+//
+//	realcluster up         start it (idempotent) with its registry's infra images and OLM
+//	realcluster down       stop it and remove everything it made
+//	realcluster status     list its processes
+//	realcluster snapshot   print the host's state that the cluster must leave as it was
+//
+// and, run by the cluster itself: hold DIR (keeps the node's namespaces open), forward
+// (127.0.0.1 listeners into the node), provision (the volume provisioner).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: realcluster up|down|status|snapshot")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "real-cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) { fmt.Printf("real-cluster: "+format+"\n", args...) }
+
+func run(ctx context.Context, verb string, args []string) error {
+	switch verb {
+	case "hold":
+		<-ctx.Done()
+		return nil
+	case "forward":
+		return forward(ctx, args)
+	case "provision":
+		fs := flag.NewFlagSet("provision", flag.ExitOnError)
+		kubeconfig := fs.String("kubeconfig", "", "the cluster")
+		dir := fs.String("dir", "", "where volumes are made")
+		_ = fs.Parse(args)
+		return realcluster.Provision(ctx, *kubeconfig, *dir)
+	case "snapshot":
+		for _, line := range realcluster.HostState() {
+			fmt.Println(line)
+		}
+		return nil
+	}
+	repo, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	layout, err := realcluster.DefaultLayout(repo)
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "up":
+		return up(ctx, repo, layout)
+	case "down":
+		return layout.Down(logf)
+	case "status":
+		return layout.Status(os.Stdout)
+	}
+	return fmt.Errorf("unknown command %q", verb)
+}
+
+func forward(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("forward", flag.ExitOnError)
+	holder := fs.Int("holder", 0, "the PID whose network namespace targets are in")
+	_ = fs.Parse(args)
+	return realcluster.Forward(ctx, realcluster.Dialer{PID: *holder}, fs.Args())
+}
+
+// up starts the cluster, pushes the stand-ins of upstream images it needs (the pod sandbox,
+// OLM's util and opm images, scorecard's) to its registry, and starts OLM.
+func up(ctx context.Context, repo string, layout realcluster.Layout) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := layout.Up(ctx, realcluster.Options{Self: self, Log: logf}); err != nil {
+		return err
+	}
+	start := time.Now()
+	refs, err := pushInfra(repo, layout)
+	if err != nil {
+		return err
+	}
+	logf("%5.1fs infra images pushed to %s", time.Since(start).Seconds(), layout.Registry())
+	crds, err := olmCRDs(repo)
+	if err != nil {
+		return err
+	}
+	return layout.StartOLM(ctx, realcluster.OLM{
+		CRDs: crds, UtilImage: refs[images.OLMUtilRepo], OPMImage: refs[images.OPMRepo],
+	}, logf)
+}
+
+// pushInfra builds and pushes the infra images; it returns their references by repository.
+func pushInfra(repo string, layout realcluster.Layout) (map[string]string, error) {
+	transport, err := oci.Transport(layout.CA())
+	if err != nil {
+		return nil, err
+	}
+	b, err := images.NewBuilder(repo, func(string, ...any) {})
+	if err != nil {
+		return nil, err
+	}
+	b.Registry = layout.Registry()
+	recipes, err := images.Select(images.All(""), []images.Set{images.Infra}, nil)
+	if err != nil {
+		return nil, err
+	}
+	built, err := b.Build(recipes, transport)
+	if err != nil {
+		return nil, err
+	}
+	refs := map[string]string{}
+	for _, img := range built {
+		refs[strings.Split(img.Name, ":")[0]] = img.Ref
+	}
+	return refs, nil
+}
+
+// olmCRDs is the directory of OLM's CRDs in the module the OLM tools are built from.
+func olmCRDs(repo string) (string, error) {
+	dir, err := images.ModuleDir(filepath.Join(repo, "hack", "tools", "olm"), "github.com/operator-framework/operator-lifecycle-manager")
+	return filepath.Join(dir, "deploy", "chart", "crds"), err
+}

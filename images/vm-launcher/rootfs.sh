@@ -1,0 +1,36 @@
+#!/bin/sh
+# Builds the launcher image's root filesystem without Docker, as the Dockerfile beside this file
+# describes (`make images` wraps it into the image): Debian bookworm's minimal base with QEMU,
+# qemu-img, genisoimage, socat and a static busybox, the qemu user (uid and gid 107), the
+# launcher, and the launcher's own tests run inside it under its shells.
+#
+# Usage: sh images/vm-launcher/rootfs.sh OUT.tar   (as root)
+#
+# Reproducible: SOURCE_DATE_EPOCH clamps every time and mmdebstrap writes a sorted tar with
+# numeric owners, so the same Debian packages give the same bytes. mmdebstrap's mounts (/proc,
+# /dev in the chroot) happen in a private mount namespace and end with it.
+set -eu
+out=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+export SOURCE_DATE_EPOCH=1735689600
+start=$(date +%s)
+mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+mirror=${mirror:-http://deb.debian.org/debian}
+
+echo "vm-launcher rootfs: mmdebstrap bookworm from $mirror"
+unshare --mount --propagation private mmdebstrap --quiet --variant=minbase \
+	--aptopt='APT::Install-Recommends "false"' \
+	--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+	--dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+	--include=qemu-system-x86,qemu-utils,genisoimage,socat,busybox-static \
+	--customize-hook='if chroot "$1" ldd /bin/busybox >/dev/null 2>&1; then echo "/bin/busybox is dynamically linked" >&2; exit 1; fi' \
+	--customize-hook='chroot "$1" groupadd --system --gid 107 qemu' \
+	--customize-hook='chroot "$1" useradd --system --uid 107 --gid 107 --home-dir /var/run/vm --no-create-home --shell /usr/sbin/nologin qemu' \
+	--customize-hook='mkdir -p "$1/boot-disk" "$1/data" "$1/cloud-init" "$1/var/run/vm" && chown 107:107 "$1/boot-disk" "$1/data" "$1/var/run/vm"' \
+	--customize-hook="mkdir -p \"\$1/tmp/vm-launcher-test\" && cp '$here/vm-launcher' '$here/test.sh' \"\$1/tmp/vm-launcher-test/\"" \
+	--customize-hook='chroot "$1" sh /tmp/vm-launcher-test/test.sh >/dev/null && rm -rf "$1/tmp/vm-launcher-test"' \
+	--customize-hook="install -m 0755 '$here/vm-launcher' \"\$1/usr/local/bin/vm-launcher\"" \
+	--customize-hook='rm -rf "$1"/var/cache/debconf/*-old "$1"/var/log/* "$1"/var/cache/ldconfig/aux-cache "$1"/etc/machine-id' \
+	--customize-hook='touch "$1/etc/machine-id"' \
+	bookworm "$out" "$mirror"
+echo "vm-launcher rootfs: $(du -m "$out" | cut -f1) MiB in $(($(date +%s) - start))s"

@@ -1,0 +1,100 @@
+package images
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+)
+
+// Built is one image built (and pushed), as make images prints and records it.
+type Built struct {
+	Name string `json:"name"`
+	// Ref is the image by digest: in the registry when pushed, else repository@digest.
+	Ref     string  `json:"ref"`
+	Digest  string  `json:"digest"`
+	Size    int64   `json:"size"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Build builds recipes in order, pushing each through transport when b.Registry is set, and
+// records each in b.Refs for the recipes after it.
+func (b *Builder) Build(recipes []Recipe, transport http.RoundTripper) ([]Built, error) {
+	if b.Refs == nil {
+		b.Refs = map[string]string{}
+	}
+	var out []Built
+	for _, r := range recipes {
+		start := time.Now()
+		built, err := b.build(r, transport)
+		if err != nil {
+			return out, fmt.Errorf("image %s: %w", r.Name(), err)
+		}
+		built.Seconds = time.Since(start).Seconds()
+		b.Log("%-44s %s %7.1f MiB %5.1fs", built.Name, built.Digest[:19], float64(built.Size)/(1<<20), built.Seconds)
+		b.Refs[r.Name()] = built.Ref
+		out = append(out, built)
+	}
+	return out, nil
+}
+
+func (b *Builder) build(r Recipe, transport http.RoundTripper) (Built, error) {
+	layers, err := r.Layers(b)
+	if err != nil {
+		return Built{}, err
+	}
+	cfg := r.Config
+	if r.Dockerfile == "bundle.Dockerfile" {
+		if cfg, err = bundleConfig(b.Repo); err != nil {
+			return Built{}, err
+		}
+	}
+	img, err := oci.Image(cfg, layers...)
+	if err != nil {
+		return Built{}, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return Built{}, err
+	}
+	size, err := oci.Size(img)
+	if err != nil {
+		return Built{}, err
+	}
+	built := Built{Name: r.Name(), Digest: digest.String(), Size: size, Ref: r.Repo + "@" + digest.String()}
+	if b.Registry != "" {
+		if built.Ref, err = oci.Push(img, b.image(r.Repo, r.Tag), transport); err != nil {
+			return Built{}, err
+		}
+	}
+	return built, nil
+}
+
+// WriteJSON records what was built (bin/images.json), for the tests and make real-install.
+func WriteJSON(path string, built []Built) error {
+	data, err := json.MarshalIndent(built, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// ReadJSON reads what WriteJSON recorded, by image name.
+func ReadJSON(path string) (map[string]Built, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var list []Built
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	out := map[string]Built{}
+	for _, b := range list {
+		out[b.Name] = b
+	}
+	return out, nil
+}

@@ -1,0 +1,150 @@
+// Package images holds the recipe of every image the project builds without Docker (make
+// images, make real-cluster): the images the product ships, each described for Docker users by
+// a Dockerfile it must agree with, and the stand-ins for the upstream images a disconnected real
+// cluster needs (the pod sandbox, OLM's opm and util images, scorecard's).
+package images
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+)
+
+// Set is a group of recipes built together.
+type Set string
+
+const (
+	// Product are the images the product ships (make images).
+	Product Set = "product"
+	// Infra are the real cluster's stand-ins for upstream images (make real-cluster).
+	Infra Set = "infra"
+)
+
+// Recipe is how one image is built.
+type Recipe struct {
+	// Repo is the repository's path under the registry ("cloudspace-operator").
+	Repo string
+	Tag  string
+	Set  Set
+	// Dockerfile describes the same image for Docker users (relative to the repository), with
+	// DockerfileArgs as its --build-arg values; empty for infra stand-ins.
+	Dockerfile     string
+	DockerfileArgs map[string]string
+	Config         oci.Config
+	// Layers builds the image's layers; refs names the images built before it by digest.
+	Layers func(b *Builder) ([]v1.Layer, error)
+}
+
+// Name is the recipe's repository and tag.
+func (r Recipe) Name() string { return r.Repo + ":" + r.Tag }
+
+// Builder builds images from the repository's sources.
+type Builder struct {
+	// Repo is the repository's top directory; Bin its bin/ (tool binaries).
+	Repo, Bin string
+	// Work holds intermediate files (built binaries).
+	Work string
+	// Cache keeps slow inputs between runs (root filesystems built from Debian's packages),
+	// keyed by the hash of the files that build them.
+	Cache string
+	// Registry is where images are pushed (host:port), empty when they are only built: the
+	// bundle then names images as bundle/ does, by tag.
+	Registry string
+	// Refs are the images built so far, by Name, as registry references by digest (or, with no
+	// registry, by name and digest).
+	Refs map[string]string
+	// Log receives each step.
+	Log func(format string, args ...any)
+}
+
+// Ref is the reference by digest of an image built before, by its Name.
+func (b *Builder) Ref(name string) (string, error) {
+	ref, ok := b.Refs[name]
+	if !ok {
+		return "", fmt.Errorf("image %s is needed but was not built before", name)
+	}
+	return ref, nil
+}
+
+// Pinned reports whether images are pushed to a registry and named by digest.
+func (b *Builder) Pinned() bool { return b.Registry != "" }
+
+// goBinary builds a static binary of the repository's package pkg (as the Dockerfiles do:
+// CGO_ENABLED=0, -trimpath, and no VCS stamp, which a Docker build has no .git for).
+func (b *Builder) goBinary(pkg, name string) (string, error) {
+	out := filepath.Join(b.Work, "bin", name)
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
+	cmd.Dir = b.Repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	}
+	return out, nil
+}
+
+// tool is a binary of bin/ built by hack/tools.sh, which it runs first.
+func (b *Builder) tool(name string) (string, error) {
+	cmd := exec.Command(filepath.Join(b.Repo, "hack", "tools.sh"), name)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("hack/tools.sh %s: %w\n%s", name, err, out)
+	}
+	return filepath.EvalSymlinks(filepath.Join(b.Bin, name))
+}
+
+// layer is oci.Layer with the error wrapped.
+func layer(entries ...oci.Entry) ([]v1.Layer, error) {
+	l, err := oci.Layer(entries)
+	if err != nil {
+		return nil, err
+	}
+	return []v1.Layer{l}, nil
+}
+
+// image names an image in the registry, or by tag alone when nothing is pushed.
+func (b *Builder) image(repo, tag string) string {
+	if b.Registry == "" {
+		return repo + ":" + tag
+	}
+	return b.Registry + "/" + repo + ":" + tag
+}
+
+// Select returns the recipes of the given sets, or of the given names, in build order.
+func Select(all []Recipe, sets []Set, names []string) ([]Recipe, error) {
+	var out []Recipe
+	for _, r := range all {
+		for _, s := range sets {
+			if r.Set == s {
+				out = append(out, r)
+			}
+		}
+		for _, n := range names {
+			if n == r.Name() || n == r.Repo {
+				out = append(out, r)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no image matches sets %v or names %v", sets, strings.Join(names, ","))
+	}
+	return out, nil
+}
+
+// NewBuilder is a builder of the repository at repo, working in bin/images, caching in
+// CLOUDSPACE_IMAGES_CACHE (default ~/.cache/cloudspace-operator/images), logging to log.
+func NewBuilder(repo string, log func(format string, args ...any)) (*Builder, error) {
+	cache := os.Getenv("CLOUDSPACE_IMAGES_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		cache = filepath.Join(base, "cloudspace-operator", "images")
+	}
+	return &Builder{Repo: repo, Bin: filepath.Join(repo, "bin"), Work: filepath.Join(repo, "bin", "images"), Cache: cache, Log: log}, nil
+}

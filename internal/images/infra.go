@@ -1,0 +1,165 @@
+package images
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+)
+
+// busyboxApplets are the commands the stand-in images offer through busybox: what OLM's util
+// image (cp), operator-sdk's registry pod and its init container (sh, gzip, cat) and
+// scorecard's untar and storage containers (tar, sleep) run.
+var busyboxApplets = []string{"sh", "cat", "cp", "gzip", "tar", "sleep", "ls", "mkdir", "rm", "mv", "ln", "echo",
+	"true", "false", "env", "id", "chmod", "grep", "sed", "head", "tail", "wc", "date", "hostname", "test"}
+
+// busyboxEntries are Debian's static busybox (busybox-static, installed on the host) at
+// /bin/busybox with its applets linked in /bin.
+func busyboxEntries() []oci.Entry {
+	entries := []oci.Entry{oci.File("/bin/busybox", "/bin/busybox", 0o755)}
+	for _, a := range busyboxApplets {
+		entries = append(entries, oci.Symlink("/bin/"+a, "busybox"))
+	}
+	return entries
+}
+
+// tmp is a world-writable /tmp, as the images that write there (opm's cache) need.
+var tmp = oci.Dir("/tmp", 0o777|fs.ModeSticky, 0, 0)
+
+// pause is the pod sandbox: Kubernetes' own pause.c (from the k8s.io/kubernetes module the
+// tools build), compiled static with its Makefile's flags.
+func pause() Recipe {
+	return Recipe{
+		Repo: PauseRepo, Tag: "3.10", Set: Infra,
+		Config: oci.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			dir, err := ModuleDir(filepath.Join(b.Repo, "hack", "tools", "kubernetes"), "k8s.io/kubernetes")
+			if err != nil {
+				return nil, err
+			}
+			out := filepath.Join(b.Work, "bin", "pause")
+			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+				return nil, err
+			}
+			cmd := exec.Command("gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.10-cloudspace", "-s",
+				"-o", out, filepath.Join(dir, "build", "pause", "linux", "pause.c"))
+			if o, err := cmd.CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("compiling pause: %w\n%s", err, o)
+			}
+			return layer(oci.File("/pause", out, 0o755))
+		},
+	}
+}
+
+// busybox stands in for the busybox images operator-sdk's registry pod (--decompression-image)
+// and scorecard (--untar-image, --storage-image) run.
+func busybox() Recipe {
+	return Recipe{
+		Repo: BusyboxRepo, Tag: "1.35", Set: Infra, Config: oci.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}},
+		Layers: func(*Builder) ([]v1.Layer, error) { return layer(append(busyboxEntries(), tmp)...) },
+	}
+}
+
+// opm stands in for operator-registry's opm image: OLM's catalog operator runs it to unpack
+// bundles (--opmImage), operator-sdk's run bundle serves its catalog with it (--index-image),
+// and OLM probes registry pods with grpc_health_probe. The catalog image is built on it.
+func opm() Recipe {
+	return Recipe{
+		Repo: OPMRepo, Tag: "v1.55.0", Set: Infra,
+		Config: opmConfig(nil),
+		Layers: opmLayers,
+	}
+}
+
+func opmConfig(labels map[string]string) oci.Config {
+	all := map[string]string{catalogConfigsLabel: "/configs"}
+	for k, v := range labels {
+		all[k] = v
+	}
+	return oci.Config{
+		Entrypoint: []string{"/bin/opm"}, Cmd: []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
+		User: "1001", Env: []string{"PATH=/bin"}, Labels: all,
+	}
+}
+
+func opmLayers(b *Builder) ([]v1.Layer, error) {
+	opmBin, err := b.tool("opm")
+	if err != nil {
+		return nil, err
+	}
+	probe, err := b.tool("grpc_health_probe")
+	if err != nil {
+		return nil, err
+	}
+	return layer(append(busyboxEntries(), tmp, oci.Dir("/configs", 0o755, 0, 0),
+		oci.File("/bin/opm", opmBin, 0o755), oci.File("/bin/grpc_health_probe", probe, 0o755))...)
+}
+
+// olmUtil stands in for OLM's util image: the bundle unpack job copies /bin/cpb from it with cp.
+func olmUtil() Recipe {
+	return Recipe{
+		Repo: OLMUtilRepo, Tag: "v0.33.0", Set: Infra, Config: oci.Config{User: "1001", Env: []string{"PATH=/bin"}},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			cpb, err := b.tool("cpb")
+			if err != nil {
+				return nil, err
+			}
+			return layer(append(busyboxEntries(), oci.File("/bin/cpb", cpb, 0o755))...)
+		},
+	}
+}
+
+// stockScorecard stands in for operator-sdk's scorecard-test image, which runs the six stock
+// tests the bundle's scorecard configuration names.
+func stockScorecard() Recipe {
+	return Recipe{
+		Repo: StockScorecardRepo, Tag: stockScorecardTag, Set: Infra,
+		Config: oci.Config{Entrypoint: []string{"/usr/local/bin/scorecard-test"}, User: operatorUser, Env: []string{"PATH=/usr/local/bin"}},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			bin, err := b.tool("scorecard-test")
+			if err != nil {
+				return nil, err
+			}
+			return layer(oci.File("/usr/local/bin/scorecard-test", bin, 0o755))
+		},
+	}
+}
+
+// ModuleDir is the module cache directory of module as the wrapper module at dir requires it.
+func ModuleDir(dir, module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("finding module %s: %w", module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// hashDir is a short hash of the names and contents of the files under dir that build
+// something (documentation and the Dockerfile, which Docker users build from, are left out).
+func hashDir(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || strings.HasSuffix(p, ".md") || d.Name() == "Dockerfile" {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s %d\n", rel, len(data))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:12], err
+}

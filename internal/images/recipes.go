@@ -1,0 +1,192 @@
+package images
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+)
+
+// UpgradeVersion is the operator version the bundle is also built as, replacing the
+// repository's, so that an upgrade can be installed and tested (the OLM suites' 0.2.0).
+const UpgradeVersion = "0.2.0"
+
+// Repositories of the product's images, under the registry.
+const (
+	OperatorRepo        = "cloudspace-operator"
+	BundleRepo          = "cloudspace-operator-bundle"
+	CatalogRepo         = "cloudspace-operator-catalog"
+	ScorecardTestsRepo  = "cloudspace-scorecard-tests"
+	LauncherRepo        = "cloudspace/vm-launcher"
+	IDERepo             = "cloudspace/workspace-ide"
+	DiskRepo            = "cloudspace/vm-disk"
+	TestDaemonRepo      = "cloudspace/test-daemon"
+	PauseRepo           = "pause"
+	BusyboxRepo         = "busybox"
+	OPMRepo             = "opm"
+	OLMUtilRepo         = "olm-util"
+	StockScorecardRepo  = "scorecard-test"
+	launcherTag         = "0.1.0"
+	ideTag              = "4.96.4"
+	diskTag             = "debian-12"
+	stockScorecardTag   = "v1.34.1"
+	operatorUser        = "65532:65532"
+	catalogConfigsLabel = "operators.operatorframework.io.index.configs.v1"
+)
+
+// All is every recipe, in build order: an image comes after those it names.
+func All(version string) []Recipe {
+	v := "v" + version
+	up := "v" + UpgradeVersion
+	return []Recipe{
+		pause(), busybox(), opm(), olmUtil(), stockScorecard(),
+		operator(version), operator(UpgradeVersion), scorecardTests(v),
+		rootfsImage(LauncherRepo, launcherTag, "images/vm-launcher", oci.Config{
+			Entrypoint: []string{"/usr/local/bin/vm-launcher"}, User: "107:107", Env: []string{debianPath},
+		}),
+		rootfsImage(IDERepo, ideTag, "images/workspace-ide", oci.Config{
+			Entrypoint: []string{"/usr/bin/dumb-init", "--", "/usr/bin/code-server"}, User: "1000:1000",
+			WorkingDir: "/home/coder", Env: []string{debianPath, "HOME=/home/coder"}, ExposedPorts: []string{"8080/tcp"},
+			Labels: map[string]string{
+				"org.opencontainers.image.title":       "cloudspace-workspace-ide",
+				"org.opencontainers.image.version":     ideTag,
+				"org.opencontainers.image.description": "code-server from the npm registry on Debian trixie: the default Workspace IDE",
+			},
+		}),
+		disk(), testDaemon(v),
+		bundleImage(version, ""), bundleImage(UpgradeVersion, bundle.CSVName(version)),
+		catalog(up, version, UpgradeVersion),
+	}
+}
+
+const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// operator is the manager with the charts and watches.yaml it serves (Dockerfile); each
+// version's image differs by its version label, so that an upgrade replaces the pod.
+func operator(version string) Recipe {
+	return Recipe{
+		Repo: OperatorRepo, Tag: "v" + version, Set: Product,
+		Dockerfile: "Dockerfile", DockerfileArgs: map[string]string{"VERSION": version},
+		Config: oci.Config{
+			Entrypoint: []string{"/manager"}, User: operatorUser, WorkingDir: "/opt/cloudspace",
+			Labels: map[string]string{
+				"org.opencontainers.image.title":   "cloudspace-operator",
+				"org.opencontainers.image.version": version,
+			},
+		},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			manager, err := b.goBinary(".", "manager")
+			if err != nil {
+				return nil, err
+			}
+			charts, err := oci.Tree("/opt/cloudspace/helm-charts", filepath.Join(b.Repo, "helm-charts"))
+			if err != nil {
+				return nil, err
+			}
+			return layer(append(charts,
+				oci.File("/manager", manager, 0o755),
+				oci.File("/opt/cloudspace/watches.yaml", filepath.Join(b.Repo, "watches.yaml"), 0o644))...)
+		},
+	}
+}
+
+// scorecardTests are the operator's own scorecard tests (images/scorecard-tests/Dockerfile).
+func scorecardTests(tag string) Recipe {
+	return Recipe{
+		Repo: ScorecardTestsRepo, Tag: tag, Set: Product, Dockerfile: "images/scorecard-tests/Dockerfile",
+		Config: oci.Config{
+			Entrypoint: []string{"/usr/local/bin/scorecard-tests"}, User: operatorUser, Env: []string{"PATH=/usr/local/bin"},
+		},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			bin, err := b.goBinary("./cmd/scorecard-tests", "scorecard-tests")
+			if err != nil {
+				return nil, err
+			}
+			return layer(oci.File("/usr/local/bin/scorecard-tests", bin, 0o755))
+		},
+	}
+}
+
+// testDaemon is a small daemon a GenericDaemon can run in tests: it logs a line every few
+// seconds (test/images/daemon).
+func testDaemon(tag string) Recipe {
+	return Recipe{
+		Repo: TestDaemonRepo, Tag: tag, Set: Product, Dockerfile: "test/images/daemon/Dockerfile",
+		Config: oci.Config{Entrypoint: []string{"/test-daemon"}, User: operatorUser},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			bin, err := b.goBinary("./test/images/daemon", "test-daemon")
+			if err != nil {
+				return nil, err
+			}
+			return layer(oci.File("/test-daemon", bin, 0o755))
+		},
+	}
+}
+
+// rootfsImage is an image whose one layer is the root filesystem dir/rootfs.sh builds from
+// Debian's packages.
+func rootfsImage(repo, tag, dir string, cfg oci.Config) Recipe {
+	return Recipe{
+		Repo: repo, Tag: tag, Set: Product, Dockerfile: dir + "/Dockerfile", Config: cfg,
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			tar, err := b.cached(dir, "rootfs.tar", func(out string) *exec.Cmd {
+				return exec.Command("sh", filepath.Join(b.Repo, dir, "rootfs.sh"), out)
+			})
+			if err != nil {
+				return nil, err
+			}
+			l, err := oci.LayerFromTar(tar)
+			return []v1.Layer{l}, err
+		},
+	}
+}
+
+// disk is the default VM disk, a Debian cloud-init guest, as a container disk: /disk/disk.qcow2
+// owned by the qemu user (107), as KubeVirt's containerDisk convention has it.
+func disk() Recipe {
+	return Recipe{
+		Repo: DiskRepo, Tag: diskTag, Set: Product, Dockerfile: "images/vm-disk/Dockerfile",
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			qcow2, err := b.cached("images/vm-disk", "disk.qcow2", func(out string) *exec.Cmd {
+				return exec.Command("sh", "-c", `d=$(mktemp -d) && sh "$1" "$d" && mv "$d/disk.qcow2" "$2" && rm -rf "$d"`,
+					"sh", filepath.Join(b.Repo, "images/vm-disk/build.sh"), out)
+			})
+			if err != nil {
+				return nil, err
+			}
+			return layer(oci.Dir("/disk", 0o555, 107, 107), oci.Entry{Path: "/disk/disk.qcow2", Source: qcow2, Mode: 0o444, UID: 107, GID: 107})
+		},
+	}
+}
+
+// cached returns the file build writes (given its path), kept in the cache under the hash of
+// the files of dir, so that it is built again only when they change.
+func (b *Builder) cached(dir, file string, build func(out string) *exec.Cmd) (string, error) {
+	key, err := hashDir(filepath.Join(b.Repo, dir))
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(b.Cache, strings.ReplaceAll(dir, "/", "-")+"-"+key, file)
+	if _, err := os.Stat(out); err == nil {
+		b.Log("%s: %s from the cache (%s)", dir, file, filepath.Dir(out))
+		return out, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	b.Log("%s: building %s (slow the first time)", dir, file)
+	tmp := out + ".tmp"
+	cmd := build(tmp)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("building %s of %s: %w", file, dir, err)
+	}
+	return out, os.Rename(tmp, out)
+}

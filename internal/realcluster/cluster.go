@@ -1,0 +1,322 @@
+package realcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Options are what Up needs beyond the layout.
+type Options struct {
+	// Self is this program (it serves as the holder, the forwarder and the provisioner).
+	Self string
+	// Log receives each step with its elapsed time.
+	Log func(format string, args ...any)
+}
+
+// Up starts the cluster unless it runs already, and waits until its node is Ready. A cluster
+// left half-started or stopped (a reboot, a killed session) is removed and made anew.
+func (l Layout) Up(ctx context.Context, o Options) error {
+	start := time.Now()
+	step := func(format string, args ...any) {
+		o.Log("%5.1fs "+format, append([]any{time.Since(start).Seconds()}, args...)...)
+	}
+	if l.healthy(ctx) {
+		step("already running (KUBECONFIG=%s)", l.Kubeconfig())
+		return nil
+	}
+	if _, err := os.Stat(l.Dir); err == nil {
+		step("removing a cluster that is not running")
+		if err := l.Down(o.Log); err != nil {
+			return err
+		}
+	}
+	if err := l.prepare(); err != nil {
+		return err
+	}
+	step("certificates and configuration written to %s", l.Dir)
+	holder, err := l.startHolder(o.Self)
+	if err != nil {
+		return err
+	}
+	step("node namespaces made (holder %d)", holder)
+	if err := l.startDaemons(ctx, o.Self, holder, step); err != nil {
+		return fmt.Errorf("%w (logs in %s)", err, l.Path("logs"))
+	}
+	if err := l.writeEnv(); err != nil {
+		return err
+	}
+	step("node %s Ready; export KUBECONFIG=%s (or . %s)", NodeName, l.Kubeconfig(), l.EnvFile())
+	return nil
+}
+
+// prepare writes the cluster's files and creates the kubelet's cgroups.
+func (l Layout) prepare() error {
+	for _, d := range []string{"state/var-lib", "state/var-log", "state/registry", "state/volumes", "state/home", "logs", "pids", "node/serviceaccount"} {
+		if err := os.MkdirAll(l.Path(d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := l.writePKI(); err != nil {
+		return fmt.Errorf("writing certificates: %w", err)
+	}
+	if err := l.writeKubeconfigs(); err != nil {
+		return err
+	}
+	if err := l.writeNodeFiles(); err != nil {
+		return err
+	}
+	return makeCgroupRoot()
+}
+
+// startHolder starts the process that holds the node's private network and mount namespaces
+// open, and prepares them (nodeSetup).
+func (l Layout) startHolder(self string) (int, error) {
+	if err := l.start(daemon{name: "holder", bin: "unshare", host: true,
+		args: []string{"--net", "--mount", "--propagation", "private", "--", self, "hold", l.Dir}}, 0); err != nil {
+		return 0, err
+	}
+	holder, err := l.HolderPID()
+	if err != nil {
+		return 0, err
+	}
+	own, _ := os.Readlink("/proc/self/ns/net")
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", holder))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", holder))
+		return err == nil && ns != own && strings.Contains(string(cmdline), "hold"), nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("the holder did not make its namespaces: %w", err)
+	}
+	cmd := exec.Command("nsenter", "--target", strconv.Itoa(holder), "--net", "--mount", "--", "sh", "-c", l.nodeSetup())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("preparing the node's namespaces: %w\n%s", err, out)
+	}
+	return holder, nil
+}
+
+// startDaemons starts each phase of daemons and waits for what the next phase needs.
+func (l Layout) startDaemons(ctx context.Context, self string, holder int, step func(string, ...any)) error {
+	phases := l.daemons(self, holder)
+	waits := []func(context.Context) error{
+		func(ctx context.Context) error {
+			return l.waitHTTP(ctx, holder, "http://127.0.0.1:2379/health", "etcd")
+		},
+		l.waitAPIServer,
+		l.waitNodeReady,
+	}
+	for i, phase := range phases {
+		for _, d := range phase {
+			if err := l.start(d, holder); err != nil {
+				return err
+			}
+		}
+		if err := waits[i](ctx); err != nil {
+			return err
+		}
+		step("%s", phaseNames[i])
+	}
+	return l.bootstrap(ctx)
+}
+
+var phaseNames = []string{"etcd, registry and containerd started", "API server ready", "kubelet, kube-proxy, controllers, CoreDNS and the provisioner started; node Ready"}
+
+// healthy tells whether a cluster runs here: every daemon alive and the API server ready.
+func (l Layout) healthy(ctx context.Context) bool {
+	running := l.running()
+	for _, phase := range l.daemons("", 0) {
+		for _, d := range phase {
+			if _, ok := running[d.name]; !ok {
+				return false
+			}
+		}
+	}
+	if _, ok := running["holder"]; !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return l.waitAPIServer(ctx) == nil
+}
+
+// waitHTTP waits until url, inside the node's network namespace, answers 200.
+func (l Layout) waitHTTP(ctx context.Context, holder int, url, what string) error {
+	client := &http.Client{Transport: &http.Transport{DialContext: Dialer{PID: holder}.DialContext}, Timeout: 2 * time.Second}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not become healthy: %w", what, err)
+	}
+	return nil
+}
+
+func (l Layout) clientset() (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = 5 * time.Second
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (l Layout) waitAPIServer(ctx context.Context) error {
+	cs, err := l.clientset()
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		body, err := cs.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+	if err != nil {
+		return fmt.Errorf("the API server did not become ready: %w", err)
+	}
+	return nil
+}
+
+func (l Layout) waitNodeReady(ctx context.Context) error {
+	cs, err := l.clientset()
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s did not become Ready: %w", NodeName, err)
+	}
+	return nil
+}
+
+// writeEnv writes the sh-sourceable environment: the kubeconfig, the registry, its CA bundle
+// (for tools that pull from it), the image a GenericDaemon can run once make images pushed it,
+// and the holder's PID (tests reach the node's network through it).
+func (l Layout) writeEnv() error {
+	holder, err := l.HolderPID()
+	if err != nil {
+		return err
+	}
+	env := fmt.Sprintf(`export KUBECONFIG=%q
+export REGISTRY=%q
+export SSL_CERT_FILE=%q
+export GD_TEST_IMAGE=%q
+export REAL_CLUSTER_DIR=%q
+export REAL_CLUSTER_HOLDER=%d
+`, l.Kubeconfig(), l.Registry(), l.CABundle(), l.Registry()+"/"+TestDaemonImage, l.Dir, holder)
+	return os.WriteFile(l.EnvFile(), []byte(env), 0o644)
+}
+
+// TestDaemonImage is the image GenericDaemon tests run (make images pushes it).
+const TestDaemonImage = "cloudspace/test-daemon:v0.1.0"
+
+// Down stops every process of the cluster, its pods' too, removes its cgroups and its
+// directory, and checks that nothing of it is left mounted.
+func (l Layout) Down(log func(string, ...any)) error {
+	start := time.Now()
+	running := l.running()
+	holder := running["holder"]
+	// The kubelet first, so that it restarts nothing; then the pods' processes, then OLM, then
+	// everything else in reverse order of start.
+	if pid, ok := running["kubelet"]; ok {
+		stop(pid, 10*time.Second)
+	}
+	for _, pid := range cgroupProcs() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, name := range l.stopOrder() {
+		if pid, ok := running[name]; ok && name != "kubelet" {
+			stop(pid, 10*time.Second)
+		}
+	}
+	if holder != 0 {
+		for _, pid := range inNamespace(holder) {
+			stop(pid, 5*time.Second)
+		}
+		stop(holder, 5*time.Second)
+	}
+	var errs []error
+	if err := waitCgroupsEmpty(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeCgroupRoot(); err != nil {
+		errs = append(errs, err)
+	}
+	if mounts := mountsUnder(l.Dir); len(mounts) > 0 {
+		errs = append(errs, fmt.Errorf("still mounted on the host, left in place: %s", strings.Join(mounts, ", ")))
+	} else if err := os.RemoveAll(l.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	log("%5.1fs cluster removed: processes stopped, cgroups and %s removed", time.Since(start).Seconds(), l.Dir)
+	return nil
+}
+
+// stopOrder is the daemons' names, OLM's first, then the others in reverse order of start.
+func (l Layout) stopOrder() []string {
+	var names []string
+	for _, d := range l.olmDaemons(OLM{}) {
+		names = append(names, d.name)
+	}
+	phases := l.daemons("", 0)
+	for i := len(phases) - 1; i >= 0; i-- {
+		for j := len(phases[i]) - 1; j >= 0; j-- {
+			names = append(names, phases[i][j].name)
+		}
+	}
+	return names
+}
+
+// waitCgroupsEmpty waits until the killed pods' processes have left their cgroups.
+func waitCgroupsEmpty() error {
+	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(cgroupProcs()) == 0, nil
+	})
+}
+
+// mountsUnder lists the host's mount points under dir.
+func mountsUnder(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+string(filepath.Separator))) {
+			out = append(out, fields[4])
+		}
+	}
+	return out
+}

@@ -1,0 +1,230 @@
+package realcluster
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// nodeAPI is the API server's address inside the node's network namespace.
+var nodeAPI = "https://" + net.JoinHostPort(NodeIP, strconv.Itoa(APIPort))
+
+// writeKubeconfigs writes the administrator's kubeconfig for the host and one for each
+// component inside the node, each with its own client certificate.
+func (l Layout) writeKubeconfigs() error {
+	hostAPI := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(l.APIPort))
+	files := map[string][2]string{
+		l.Kubeconfig():     {hostAPI, "admin"},
+		l.NodeKubeconfig(): {nodeAPI, "admin"},
+		l.Path("node", "controller-manager.kubeconfig"): {nodeAPI, "controller-manager"},
+		l.Path("node", "scheduler.kubeconfig"):          {nodeAPI, "scheduler"},
+		l.Path("node", "kubelet.kubeconfig"):            {nodeAPI, "kubelet-client"},
+		l.Path("node", "kube-proxy.kubeconfig"):         {nodeAPI, "kube-proxy"},
+	}
+	for path, f := range files {
+		if err := l.writeKubeconfig(path, f[0], f[1]); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func (l Layout) writeKubeconfig(path, server, cert string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["real"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: l.CA()}
+	cfg.AuthInfos[cert] = &clientcmdapi.AuthInfo{
+		ClientCertificate: l.Path("pki", cert+".crt"),
+		ClientKey:         l.Path("pki", cert+".key"),
+	}
+	cfg.Contexts["real"] = &clientcmdapi.Context{Cluster: "real", AuthInfo: cert}
+	cfg.CurrentContext = "real"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// writeNodeFiles writes the configuration of containerd, the CNI network, the kubelet,
+// kube-proxy, CoreDNS and the registry, and the files the node's mount namespace puts in place
+// of the host's (resolv.conf, the kubelet's three kernel settings).
+func (l Layout) writeNodeFiles() error {
+	files := map[string]string{
+		l.Path("node", "containerd.toml"):                     l.containerdConfig(),
+		l.Path("node", "certs.d", l.Registry(), "hosts.toml"): l.registryHosts(),
+		l.Path("node", "cni", "10-cloudspace.conflist"):       cniConfig,
+		l.Path("node", "kubelet.yaml"):                        l.kubeletConfig(),
+		l.Path("node", "kube-proxy.yaml"):                     l.kubeProxyConfig(),
+		l.Path("node", "Corefile"):                            l.corefile(),
+		l.Path("node", "registry.yaml"):                       l.registryConfig(),
+		l.Path("node", "resolv.conf"):                         "nameserver " + NodeIP + "\nsearch " + ClusterDomain + "\noptions ndots:5\n",
+		l.Path("node", "pod-resolv.conf"):                     "nameserver " + NodeIP + "\n",
+		l.Path("node", "sysctl", "vm", "overcommit_memory"):   "1\n",
+		l.Path("node", "sysctl", "kernel", "panic"):           "10\n",
+		l.Path("node", "sysctl", "kernel", "panic_on_oops"):   "1\n",
+	}
+	for path, content := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// overriddenSysctls are the kernel settings the kubelet insists on, which the node's mount
+// namespace answers from files (node/sysctl/...) rather than letting it change the host's.
+var overriddenSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+
+// containerdConfig is containerd 2's configuration: its state under the node's private /run
+// and /var/lib, runc from Debian with cgroupfs, the CNI network, the pause image from the
+// registry, and the registry's CA. restrict_oom_score_adj: this machine grants no
+// CAP_SYS_RESOURCE, and runc fails every sandbox that lowers its oom_score_adj.
+func (l Layout) containerdConfig() string {
+	return fmt.Sprintf(`version = 3
+root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %q
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = %q
+
+[plugins.'io.containerd.transfer.v1.local']
+  config_path = %q
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  enable_cdi = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = %q
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+      SystemdCgroup = false
+      BinaryName = "/usr/sbin/runc"
+`, l.PauseImage(), l.Path("node", "certs.d"), l.Path("node", "certs.d"), l.Path("node", "cni"))
+}
+
+// PauseImage is the pod sandbox image, pushed to the registry by Up.
+func (l Layout) PauseImage() string { return l.Registry() + "/pause:3.10" }
+
+func (l Layout) registryHosts() string {
+	return fmt.Sprintf("server = \"https://%[1]s\"\n\n[host.\"https://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %[2]q\n",
+		l.Registry(), l.CA())
+}
+
+// cniConfig attaches pods to the node's bridge, which is their gateway; portmap serves
+// hostPort.
+const cniConfig = `{
+  "cniVersion": "1.0.0",
+  "name": "cloudspace",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "` + Bridge + `",
+      "isGateway": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "` + PodSubnet + `", "rangeStart": "10.222.0.10", "rangeEnd": "10.222.0.250", "gateway": "` + NodeIP + `"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`
+
+// kubeletConfig runs the kubelet on cgroup v1 with cgroupfs under CgroupRoot (no systemd
+// here), serving on NodeIP with its CA-signed certificate and authorizing through the API
+// server. Evictions are set low: the node shares the machine's disk with everything else.
+func (l Layout) kubeletConfig() string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %[1]s
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %[2]q}
+authorization: {mode: Webhook}
+tlsCertFile: %[3]q
+tlsPrivateKeyFile: %[4]q
+cgroupDriver: cgroupfs
+cgroupRoot: %[5]s
+failCgroupV1: false
+failSwapOn: false
+clusterDNS: [%[1]s]
+clusterDomain: %[6]s
+resolvConf: %[7]q
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+serializeImagePulls: false
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+maxPods: 110
+`, NodeIP, l.CA(), l.Path("pki", "kubelet.crt"), l.Path("pki", "kubelet.key"), CgroupRoot, ClusterDomain, l.Path("node", "pod-resolv.conf"))
+}
+
+// kubeProxyConfig runs kube-proxy in iptables mode, inside the node's network namespace.
+// conntrack's maxPerCore 0 and zero timeouts leave the host-wide conntrack settings alone;
+// masqueradeAll lets a pod reach a Service whose endpoint is on the same bridge.
+func (l Layout) kubeProxyConfig() string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: %q}
+mode: iptables
+clusterCIDR: %s
+hostnameOverride: %s
+bindAddress: %s
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {masqueradeAll: true}
+`, l.Path("node", "kube-proxy.kubeconfig"), PodSubnet, NodeName, NodeIP)
+}
+
+// corefile serves the cluster's DNS on NodeIP:53 (the pods' nameserver and the node's).
+func (l Layout) corefile() string {
+	return fmt.Sprintf(`.:53 {
+    errors
+    health 127.0.0.1:18081
+    ready 127.0.0.1:18182
+    kubernetes %s in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 5
+}
+`, ClusterDomain, l.NodeKubeconfig())
+}
+
+// registryConfig serves images over TLS (the CA-signed certificate) on 127.0.0.1 in the node.
+func (l Layout) registryConfig() string {
+	return fmt.Sprintf(`version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: %q}
+  delete: {enabled: true}
+http:
+  addr: %s
+  tls: {certificate: %q, key: %q}
+`, l.Path("state", "registry"), l.Registry(), l.Path("pki", "registry.crt"), l.Path("pki", "registry.key"))
+}

@@ -1,0 +1,183 @@
+package realcluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// certValidity is how long the cluster's certificates last: a development cluster lives hours.
+const certValidity = 30 * 24 * time.Hour
+
+// cert is a certificate to issue: a client's (CN and O are its user and groups) or a server's
+// (hosts are its DNS names and IP addresses).
+type cert struct {
+	name   string
+	cn     string
+	orgs   []string
+	hosts  []string
+	server bool
+}
+
+// certs are every certificate the cluster's components present, by file name under pki/.
+func (l Layout) certs() []cert {
+	return []cert{
+		{name: "apiserver", cn: "kube-apiserver", server: true, hosts: []string{NodeIP, APIServiceIP, "127.0.0.1", "localhost",
+			"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain}},
+		{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}},
+		{name: "admin", cn: "kubernetes-admin", orgs: []string{"system:masters"}},
+		{name: "controller-manager", cn: "system:kube-controller-manager"},
+		{name: "scheduler", cn: "system:kube-scheduler"},
+		{name: "kubelet-client", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}},
+		{name: "kubelet", cn: NodeName, server: true, hosts: []string{NodeIP, NodeName}},
+		{name: "kube-proxy", cn: "system:kube-proxy"},
+		{name: "registry", cn: "registry", server: true, hosts: []string{"127.0.0.1", "localhost"}},
+		{name: "olm", cn: "olm", server: true, hosts: []string{"127.0.0.1", "localhost"}},
+		{name: "packageserver", cn: "packageserver", server: true, hosts: []string{NodeIP,
+			"packageserver-service.olm.svc", "packageserver-service.olm.svc." + ClusterDomain}},
+	}
+}
+
+// writePKI issues the cluster's CA, the aggregation layer's front-proxy CA and client, the
+// service-account signing key and every component's certificate, unless pki/ has them already.
+func (l Layout) writePKI() error {
+	dir := l.Path("pki")
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	ca, caKey, err := newCA(dir, "ca", "cloudspace-real-cluster-ca")
+	if err != nil {
+		return err
+	}
+	for _, c := range l.certs() {
+		if err := issue(dir, c, ca, caKey); err != nil {
+			return fmt.Errorf("issuing %s: %w", c.name, err)
+		}
+	}
+	fca, fcaKey, err := newCA(dir, "front-proxy-ca", "cloudspace-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	if err := issue(dir, cert{name: "front-proxy-client", cn: "front-proxy-client"}, fca, fcaKey); err != nil {
+		return err
+	}
+	if err := writeServiceAccountKey(dir); err != nil {
+		return err
+	}
+	if err := l.writeCABundle(); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "done"), nil, 0o600)
+}
+
+// writeCABundle writes the system's roots followed by the cluster's CA.
+func (l Layout) writeCABundle() error {
+	system, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	ca, err := os.ReadFile(l.CA())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(l.CABundle(), append(system, ca...), 0o644)
+}
+
+func newCA(dir, name, cn string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(certValidity),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writeKeyPair(dir, name, der, key); err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	return ca, key, err
+}
+
+func issue(dir string, c cert, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: c.cn, Organization: c.orgs},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(certValidity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if c.server {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	}
+	for _, h := range c.hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	return writeKeyPair(dir, c.name, der, key)
+}
+
+func writeKeyPair(dir, name string, der []byte, key *ecdsa.PrivateKey) error {
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+}
+
+// writeServiceAccountKey writes the key the API server signs service-account tokens with
+// (sa.key) and the public half it verifies them with (sa.pub).
+func writeServiceAccountKey(dir string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	priv, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: priv}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	return n
+}
