@@ -7,9 +7,10 @@
 #
 # Nothing is mounted on the host and no loop device is used: mmdebstrap builds the root
 # filesystem in a directory (inside a private mount namespace, so its /proc, /sys and /dev mounts
-# never reach the host's), mke2fs -d turns the directory into an ext4 image, sfdisk writes a
-# partition table into a raw file, the filesystem is copied into the partition, and GRUB for BIOS
-# (grub-mkimage) is written in front of it.
+# never reach the host's; where no such namespace can be made, as in a docker build without
+# privileges, with nothing mounted at all), mke2fs -d turns the directory into an ext4 image,
+# sfdisk writes a partition table into a raw file, the filesystem is copied into the partition,
+# and GRUB for BIOS (grub-mkimage) is written in front of it.
 #
 # Reproducible: two runs against the same mirror content, with the same host tools (mmdebstrap,
 # e2fsprogs, fdisk, grub-pc-bin, qemu-utils), give the same disk.qcow2 byte for byte. Every
@@ -26,6 +27,9 @@
 #   VM_DISK_SIZE_MIB    the disk's virtual size in MiB (default 4096)
 #   VM_DISK_APT_CACHE   a directory that keeps the downloaded .deb files between builds
 #                       (created if missing; not used when unset)
+#   VM_DISK_CHROOT_MOUNTS  "no": mount nothing in the chroot even where a private mount
+#                       namespace can be made (what a docker build without privileges does;
+#                       the result differs slightly, README.md says how)
 set -eu
 
 # --- fixed inputs of a reproducible build -------------------------------------------------------
@@ -84,8 +88,8 @@ essential() {
 	EOF
 }
 
-# customize ROOT runs inside mmdebstrap (--customize-hook), after every package is installed and
-# while the chroot has /proc, /sys and /dev: it configures the guest.
+# customize ROOT runs inside mmdebstrap (--customize-hook), after every package is installed: it
+# configures the guest. ROOT is the chroot; commands run in it with chroot.
 customize() {
 	R=$1
 
@@ -100,9 +104,10 @@ customize() {
 	# DNS from systemd-resolved, which learns the servers from systemd-networkd's DHCP leases.
 	ln -sfn ../run/systemd/resolve/stub-resolv.conf "$R/etc/resolv.conf"
 
-	# DHCP on every Ethernet interface (the virtio NIC is enp0s<slot> under QEMU's q35, eth0
-	# with net.ifnames=0). cloud-init writes its own 10-cloud-init-*.network when the seed
-	# carries a network-config; this one is the fallback, so its name sorts last.
+	# DHCP on every Ethernet interface (the virtio NIC is enp0s5 under the launcher's q35
+	# machine, eth0 with net.ifnames=0). At first boot cloud-init writes its own
+	# 10-cloud-init-<nic>.network (DHCP, or the seed's network-config), which sorts first; this
+	# one is the fallback for a boot without cloud-init.
 	mkdir -p "$R/etc/systemd/network"
 	cat >"$R/etc/systemd/network/90-dhcp-all.network" <<-'EOF'
 		# Every Ethernet interface gets its address from DHCP (QEMU user networking: 10.0.2.15).
@@ -140,7 +145,7 @@ customize() {
 		# Password logins over ssh stay off (as sshd_config already says); the default user
 		# `debian` logs in with the keys of ssh_authorized_keys.
 		ssh_pwauth: false
-		# Host keys made at first boot; no DSA, which this OpenSSH no longer uses.
+		# Host keys made at first boot; no DSA (OpenSSH 9.2's sshd no longer uses it by default).
 		ssh_genkeytypes: [ rsa, ecdsa, ed25519 ]
 		# C.UTF-8 needs no locale generation (the default, en_US.UTF-8, is not generated).
 		locale: C.UTF-8

@@ -13,7 +13,8 @@
 #   2. ssh -i KEY debian@127.0.0.1 -p PORT works (cloud-init put the key in place)
 #   3. cloud-init finished without errors, from the NoCloud seed; password logins are refused
 #   4. SIGTERM to the launcher (ACPI power button) powers the guest off: QEMU and the launcher
-#      exit 0 within POWEROFF_TIMEOUT
+#      exit 0 within POWEROFF_TIMEOUT; or, with TEST_PANIC=1, a kernel panic in the guest
+#      (sysrq c) makes them exit non-zero (pvpanic)
 # QEMU uses software emulation (VM_ACCEL=tcg) unless VM_ACCEL says otherwise.
 #
 # Environment: VM_ACCEL (tcg), VM_CPUS (1), VM_MEMORY (1Gi), KERNEL_TIMEOUT (300),
@@ -188,7 +189,7 @@ if [ "$FAILED" -eq 0 ]; then
 	[ "$ds" = nocloud ] || fail "cloud-init did not use the NoCloud seed"
 	warnings=$(guest 60 'grep -E "WARNING|ERROR|Traceback" /var/log/cloud-init.log')
 	[ -z "$warnings" ] || printf '%s\n' "$warnings" | cut -c1-200 | sed 's/^/    cloud-init.log: /'
-	facts=$(guest 180 'hostname; sudo -n true && echo sudo-ok; uname -r; ip -4 -o addr show scope global | cut -c1-60; getent hosts deb.debian.org || echo "no DNS answer (informational)"; df -h / | tail -n 1; timeout 120 systemctl is-system-running --wait; systemctl --failed --no-legend --plain; ls /etc/ssh/ssh_host_*_key; cat /etc/machine-id' 2>&1)
+	facts=$(guest 180 'hostname; sudo -n true && echo sudo-ok; uname -r; ip -4 -o addr show scope global | cut -c1-60; getent hosts deb.debian.org || echo "no DNS answer (informational)"; df -h / | tail -n 1; timeout 120 systemctl is-system-running --wait; systemctl --failed --no-legend --plain; ls /etc/ssh/ssh_host_*_key; cat /etc/machine-id; ls /etc/systemd/network; lsmod | grep -E "^(pvpanic|button)" | cut -d" " -f1' 2>&1)
 	printf '%s\n' "$facts" | sed 's/^/    guest: /'
 	case $facts in
 	*vm-disk-test*) ;;
@@ -206,29 +207,46 @@ if [ "$FAILED" -eq 0 ]; then
 	[ "$methods" = publickey ] || fail "sshd offers more than publickey: $methods"
 fi
 
-say "SIGTERM to the launcher (ACPI power button)"
-kill -TERM "$LAUNCHER_PID" 2>/dev/null
 TERM_AT=$(date +%s)
+if [ "${TEST_PANIC:-0}" = 1 ]; then
+	# The guest's kernel panics: pvpanic tells QEMU, which exits with a failure (-action
+	# panic=exit-failure), and so does the launcher.
+	say "crashing the guest's kernel (sysrq c)"
+	guest 10 'sudo sh -c "echo c >/proc/sysrq-trigger"' >/dev/null
+	WANT="non-zero"
+else
+	say "SIGTERM to the launcher (ACPI power button)"
+	kill -TERM "$LAUNCHER_PID" 2>/dev/null
+	WANT=0
+fi
 deadline=$((TERM_AT + POWEROFF_TIMEOUT))
 while kill -0 "$LAUNCHER_PID" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do
 	sleep 1
 done
 if kill -0 "$LAUNCHER_PID" 2>/dev/null; then
-	fail "the guest did not power off within ${POWEROFF_TIMEOUT}s"
+	fail "QEMU did not exit within ${POWEROFF_TIMEOUT}s"
 else
 	wait "$LAUNCHER_PID"
 	rc=$?
 	LAUNCHER_PID=
-	say "the launcher exited $rc, $(($(date +%s) - TERM_AT))s after SIGTERM: $(tail -n 1 "$WORK/launcher.log")"
-	[ "$rc" -eq 0 ] || fail "the launcher exited $rc, not 0"
+	say "the launcher exited $rc, $(($(date +%s) - TERM_AT))s later: $(tail -n 1 "$WORK/launcher.log")"
+	if [ "$WANT" = 0 ]; then
+		[ "$rc" -eq 0 ] || fail "the launcher exited $rc, not 0"
+	else
+		[ "$rc" -ne 0 ] || fail "the launcher exited 0 after a kernel panic"
+	fi
 fi
 
 say "QEMU ran with: $(cat "$WORK/qemu-args.log" 2>/dev/null)"
 say "serial console, key lines:"
-grep -a -E 'SeaBIOS|Booting from|GRUB loading|Linux version|Command line|fsck|EXT4-fs \(vda1\)|Cloud-init v\.|login:|Power down|reboot: Power|Reached target.*(Power-Off|Multi-User)|Failed|pvpanic|Power Button' \
+grep -a -E 'Kernel panic|SeaBIOS|Booting from|GRUB loading|Linux version|Command line|fsck|EXT4-fs \(vda1\)|Cloud-init v\.|login:|Power down|reboot: Power|Reached target.*(Power-Off|Multi-User)|Failed|pvpanic|Power Button' \
 	"$WORK/serial.log" | tr -d '\r' | cut -c1-160 | sed 's/^/    /'
 if [ "$FAILED" -eq 0 ]; then
-	say "PASS: kernel, cloud-init, ssh in ${BOOT_TO_SSH}s, ACPI power-off"
+	if [ "$WANT" = 0 ]; then
+		say "PASS: kernel, cloud-init, ssh in ${BOOT_TO_SSH}s, ACPI power-off"
+	else
+		say "PASS: kernel, cloud-init, ssh in ${BOOT_TO_SSH}s, kernel panic reported"
+	fi
 	exit 0
 fi
 say "launcher log:"

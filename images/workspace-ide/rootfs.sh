@@ -66,6 +66,7 @@ path-exclude=/usr/share/linda/*"
 VSCODE_NATIVE="@parcel/watcher @vscode/spdlog kerberos native-watchdog node-pty"
 
 say() { printf '%s\n' "$*" >&2; }
+commas() { printf '%s\n' "$*" | tr ' ' ,; }
 die() { say "rootfs.sh: $*"; exit 1; }
 
 # integrity FILE: npm's sha512-<base64> of FILE.
@@ -245,6 +246,7 @@ build() {
 		|| { tail -n 40 "$work/install.log" >&2; die "install failed"; }
 
 	# Both chroots: signed indexes from the mirror, the .deb cache synced in and out.
+	# shellcheck disable=SC2016 # $1 is the chroot, for mmdebstrap's hook shell
 	set -- --mode=root --variant=minbase --skip=essential/unlink \
 		--setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
 		--setup-hook="sync-in '$cache/debs' /var/cache/apt/archives" \
@@ -255,10 +257,13 @@ build() {
 	}
 	mirrors >"$work/sources.list"
 
+	# shellcheck disable=SC2086 # word lists
+	build_include=$(commas $BUILD_PACKAGES) runtime_include=$(commas $RUNTIME_PACKAGES)
+
 	step "compile: native modules in a $SUITE chroot, without network"
 	# shellcheck disable=SC2016 # $1 is the chroot, for mmdebstrap's hook shell
 	TMPDIR=$work/tmp unshare --mount --propagation private mmdebstrap "$@" \
-		--include="$(echo $BUILD_PACKAGES | tr ' ' ,)" \
+		--include="$build_include" \
 		--customize-hook='mkdir -p "$1/usr/lib/code-server" "$1/opt/npm" "$1/opt/build"' \
 		--customize-hook="sync-in '$work/src/code-server' /usr/lib/code-server" \
 		--customize-hook="sync-in '$work/npm' /opt/npm" \
@@ -272,18 +277,21 @@ build() {
 	set -f # the patterns are dpkg's, not the shell's
 	for o in $DPKG_EXCLUDES; do set -- "$@" --dpkgopt="$o"; done
 	set +f
-	# shellcheck disable=SC2016
+	# shellcheck disable=SC2016 # $1 is the chroot, for mmdebstrap's hook shell
 	TMPDIR=$work/tmp unshare --mount --propagation private mmdebstrap "$@" \
-		--include="$(echo $RUNTIME_PACKAGES | tr ' ' ,)" \
+		--include="$runtime_include" \
 		--customize-hook='mkdir -p "$1/usr/lib/code-server"' \
 		--customize-hook="sync-in '$work/built' /usr/lib/code-server" \
 		--customize-hook="sh '$self' --stage=finish \"\$1\"" \
 		--customize-hook='rm -f "$1/etc/hostname" "$1/etc/resolv.conf"' \
 		"$SUITE" "$work/rootfs" "$work/sources.list" >"$work/rootfs.log" 2>&1 \
 		|| { tail -n 60 "$work/rootfs.log" >&2; die "rootfs failed"; }
-	# dpkg's path-exclude does not apply to the essential packages mmdebstrap extracts first.
-	find "$work/rootfs/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
-	find "$work/rootfs/usr/share/doc" -mindepth 1 -type d -empty -delete
+	# What dpkg's path-exclude let through (essential packages, which mmdebstrap extracts first,
+	# and symbolic links): keep copyright files and the links of one package's doc directory to
+	# another's (libgcc-s1 -> gcc-14-base), which hold copyright files.
+	find "$work/rootfs/usr/share/doc" -mindepth 2 ! -type d ! -name copyright -delete
+	find "$work/rootfs/usr/share/doc" -mindepth 1 -maxdepth 1 -type f -delete
+	find "$work/rootfs/usr/share/doc" -mindepth 1 -depth -type d -empty -delete
 	for d in man info lintian linda; do
 		[ ! -d "$work/rootfs/usr/share/$d" ] || find "$work/rootfs/usr/share/$d" -mindepth 1 -delete
 	done
@@ -294,7 +302,7 @@ build() {
 	rm -rf "$work/rootfs/var/lib/apt/lists"/* "$work/rootfs/var/cache/apt"/*
 
 	step "tar: $out"
-	(cd "$work/rootfs" && LC_ALL=C ls -A | LC_ALL=C sort) >"$work/top"
+	find "$work/rootfs" -mindepth 1 -maxdepth 1 -printf '%P\n' | LC_ALL=C sort >"$work/top"
 	tar --create --file="$out.tmp" --directory="$work/rootfs" --files-from="$work/top" \
 		--format=pax --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
 		--sort=name --mtime="@$SOURCE_DATE_EPOCH" --clamp-mtime --numeric-owner \
@@ -319,6 +327,7 @@ fetch() {
 	mv -f "$work/dl/$1-$2.tgz" "$f.tmp" && mv -f "$f.tmp" "$f"
 }
 
+# shellcheck disable=SC2086 # the package lists are words: printed on one line, one space apart
 case ${1:-} in
 --stage=install) shift && stage_install "$@" ;;
 --stage=compile) shift && stage_compile "$@" ;;

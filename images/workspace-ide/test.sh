@@ -14,6 +14,7 @@
 #     /healthz, logs in with $PASSWORD and only with it, serves the workbench, and writes nothing
 #     outside /home/coder and /tmp; first on a fresh volume (no /home/coder/project), then with
 #     the clone.
+#   - SIGTERM to dumb-init (the container's PID 1) stops code-server.
 # Every wait has a deadline; every process started is killed by its PID at the end.
 set -u
 
@@ -23,7 +24,7 @@ PORT=${TEST_PORT:-18080}
 PASSWORD=secret123
 SOURCE_DATE_EPOCH=1735689600
 [ "$(id -u)" = 0 ] || { echo "test.sh: run as root (unshare, chroot)" >&2; exit 2; }
-for c in unshare chroot curl setpriv tar; do
+for c in unshare chroot curl setpriv tar ps; do
 	command -v "$c" >/dev/null || { echo "test.sh: $c not found" >&2; exit 2; }
 done
 
@@ -32,7 +33,7 @@ FAIL=0
 SERVER=
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/workspace-ide-test.XXXXXX")
 cleanup() {
-	stop_server
+	stop_server || :
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -85,21 +86,36 @@ start_server() {
 		>"$WORK/server.log" 2>&1 &
 	SERVER=$!
 }
+# stop_server: SIGTERM to dumb-init, the container's PID 1 (what the kubelet sends), then waits
+# for everything to end (10 s); past that, SIGKILL to unshare ends the whole PID namespace. unshare
+# itself ignores SIGTERM while it waits. Fails if SIGTERM did not stop the server.
+# alive PID: PID runs (an exited child stays a zombie until waited for).
+alive() {
+	st=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$st" ] && [ "${st#Z}" = "$st" ]
+}
 stop_server() {
 	[ -n "$SERVER" ] || return 0
-	kill "$SERVER" 2>/dev/null
+	pod_sh=$(ps -o pid= --ppid "$SERVER" 2>/dev/null | tr -d ' ')
+	init=
+	[ -z "$pod_sh" ] || init=$(ps -o pid= --ppid "$pod_sh" 2>/dev/null | tr -d ' ')
+	[ -z "$init" ] || kill -TERM "$init" 2>/dev/null
 	deadline=$(($(date +%s) + 10))
-	while kill -0 "$SERVER" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
-	kill -KILL "$SERVER" 2>/dev/null
+	while alive "$SERVER" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+	stopped=true
+	if alive "$SERVER"; then
+		stopped=false
+		kill -KILL "$SERVER" 2>/dev/null
+	fi
 	wait "$SERVER" 2>/dev/null
 	SERVER=
+	$stopped
 }
 url() { printf 'http://127.0.0.1:%s%s' "$PORT" "$1"; }
 # wait_healthy SECONDS
 wait_healthy() {
 	deadline=$(($(date +%s) + $1))
 	while [ "$(date +%s)" -lt "$deadline" ]; do
-		kill -0 "$SERVER" 2>/dev/null || return 1
+		alive "$SERVER" || return 1
 		code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$(url /healthz)") || :
 		[ "$code" = 200 ] && return 0
 		sleep 0.5
@@ -125,7 +141,8 @@ chmod 1777 "$WORK/tmp"
 tar -xpf "$TAR" -C "$ROOT" --numeric-owner || { echo "test.sh: cannot unpack $TAR" >&2; exit 1; }
 tar -tvf "$TAR" --numeric-owner >"$WORK/list"
 check "tar: no device nodes" sh -c "! grep -q '^[bc]' '$WORK/list'"
-check "tar: no mtime after SOURCE_DATE_EPOCH" sh -c "! tar -tvf '$TAR' --full-time | awk '\$4 > \"2025-01-01\"' | grep -q ."
+limit=$(date -u -d "@$SOURCE_DATE_EPOCH" '+%Y-%m-%d %H:%M:%S')
+check "tar: no mtime after SOURCE_DATE_EPOCH ($limit)" sh -c "! TZ=UTC tar -tvf '$TAR' --full-time | awk -v l='$limit' '\$4 \" \" \$5 > l' | grep ."
 check "tar: no ./ prefix, sorted" sh -c "tar -tf '$TAR' | head -1 | grep -qx bin"
 
 # --- The image.
@@ -140,7 +157,7 @@ check "no compiler or make" sh -c "! ls '$ROOT'/usr/bin/gcc* '$ROOT'/usr/bin/g++
 check "no -dev package" sh -c "! grep -q '^Package: .*-dev\$' '$ROOT/var/lib/dpkg/status'"
 check "no apt lists or package cache" sh -c "! find '$ROOT/var/lib/apt/lists' '$ROOT/var/cache/apt' -type f | grep -q ."
 check "no manual pages" sh -c "! find '$ROOT/usr/share/man' -type f 2>/dev/null | grep -q ."
-check "no build leftovers in code-server" sh -c "! find '$ROOT/usr/lib/code-server' \( -name '*.o' -o -name Makefile -o -name '*.map' \) | grep -q ."
+check "no build leftovers or source maps in code-server" sh -c "! find '$ROOT/usr/lib/code-server' \\( -name '*.o' -o -name '*.map' -o -name 'build-tmp-*' -o -path '*/build/Makefile' -o -path '*/build/Release/obj.target' \\) | grep ."
 
 # --- The clone init container, as uid 1000 on the read-only root.
 check "git works as 1000" pod git --version
@@ -152,6 +169,7 @@ check "a bare repository to clone" pod sh -c '
 	git -C /tmp/src add hello.txt
 	git -C /tmp/src -c user.name=test -c user.email=test@example.invalid commit -q -m init
 	git clone -q --bare /tmp/src /tmp/repo.git'
+# shellcheck disable=SC2016 # expanded by the pod's sh, as in the chart
 CLONE='test -d "$HOME/project/.git" || git clone ${GIT_REF:+--branch "$GIT_REF"} -- "$GIT_URL" "$HOME/project"'
 check "the init container's clone" pod GIT_URL=/tmp/repo.git GIT_REF=main sh -c "$CLONE"
 check "the clone is there, owned by 1000" test "$(stat -c %u "$WORK/home/project/hello.txt" 2>/dev/null)" = 1000
@@ -188,7 +206,8 @@ for phase in fresh clone; do
 		fail "$phase: the workbench page is served" "status $code"
 	fi
 	check "$phase: still healthy" sh -c "curl -sf --max-time 5 -o /dev/null '$(url /healthz)'"
-	stop_server
+	if stop_server; then ok "$phase: SIGTERM to dumb-init stops code-server"
+	else fail "$phase: SIGTERM to dumb-init stops code-server" "$(tail -n 5 "$WORK/server.log")"; fi
 	check "$phase: no write error on the read-only root" \
 		sh -c "! grep -Ei 'EROFS|read-only file system|EACCES' '$WORK/server.log'"
 	if [ "$phase" = fresh ]; then
