@@ -22,8 +22,8 @@ KUSTOMIZE := $(BIN)/kustomize
 CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
 
-# Packages of pure unit tests: everything but the envtest (with the examples), end-to-end and OLM suites.
-UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e -e /test/olm -e /examples/)
+# Packages of pure unit tests: everything but the envtest (with the examples), end-to-end, OLM and real-node suites.
+UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e -e /test/olm -e /test/real -e /examples/)
 GO_TEST_FLAGS ?= -count=1
 
 ##@ General
@@ -75,7 +75,7 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos ## Run chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install and short chaos tests.
+test: lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-real ## Run chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos and real-node tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
@@ -189,6 +189,38 @@ dev-cluster: ## Start the embedded KWOK cluster (3 fake nodes) on 127.0.0.1; ide
 .PHONY: dev-cluster-down
 dev-cluster-down: ## Stop and remove the embedded cluster.
 	@if [ -x $(BIN)/kwokctl ]; then hack/dev-cluster.sh down; else rm -rf $(DEV_CLUSTER_DIR); fi
+
+##@ Real cluster
+
+.PHONY: images
+images: ## Build every image the product ships without Docker (same digests every run); pushed to the real cluster's registry, by digest, when it runs.
+	$(TOOLS) opm grpc_health_probe cpb scorecard-test
+	go run ./hack/images $(IMAGES_ARGS)
+
+.PHONY: real-cluster
+real-cluster: ## Start a control plane and one real node (containerd, kubelet, kube-proxy), a registry, CoreDNS, a volume provisioner and OLM on this machine, in private namespaces (as root); idempotent.
+	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kubectl olm catalog opm scorecard-test operator-sdk real
+	go build -o $(BIN)/realcluster ./hack/realcluster
+	$(BIN)/realcluster up
+
+.PHONY: real-cluster-down
+real-cluster-down: ## Stop the real cluster and remove every process, cgroup, mount and file it made.
+	go build -o $(BIN)/realcluster ./hack/realcluster
+	$(BIN)/realcluster down
+
+.PHONY: real-install
+real-install: ## Install the operator on the real cluster as users do: operator-sdk run bundle of its bundle image (after make real-cluster and make images).
+	$(TOOLS) operator-sdk kubectl
+	hack/real-install.sh install
+
+.PHONY: real-uninstall
+real-uninstall: ## Remove the operator from the real cluster: operator-sdk cleanup.
+	$(TOOLS) operator-sdk
+	hack/real-install.sh uninstall
+
+.PHONY: test-real
+test-real: ## Install and use the operator on a real node (operator-sdk run bundle, OperatorHub's catalog, scorecard, a GenericDaemon's pods); starts the real cluster when none runs and then removes it.
+	hack/test-real.sh
 
 ##@ Deployment
 

@@ -26,8 +26,11 @@ type VMConfig struct {
 	DefaultImage string
 	// LauncherImage runs QEMU for the pod backend (see images/vm-launcher).
 	LauncherImage string
-	// KVMResource is the extended resource a device plugin grants /dev/kvm with; empty runs
-	// the guest in software emulation (slow, but needs nothing from the node).
+	// KVMResource is the extended resource a device plugin grants /dev/kvm with; empty (the
+	// default) runs the guest in software emulation (slow, but needs nothing from the node). The
+	// pod backend is chosen where KubeVirt is absent, and with it the device plugin that
+	// advertises KubeVirt's resource: asking for that resource by default left every launcher
+	// pod unschedulable on a real node.
 	KVMResource string
 	// MaxCPU, MaxMemory and MaxDisk are the most one VM may have.
 	MaxCPU    int64
@@ -40,7 +43,6 @@ func DefaultVMConfig() VMConfig {
 	return VMConfig{
 		DefaultImage:  "containerdisks/fedora:40",
 		LauncherImage: "cloudspace/vm-launcher:0.1.0",
-		KVMResource:   "devices.kubevirt.io/kvm",
 		MaxCPU:        16,
 		MaxMemory:     resource.MustParse("64Gi"),
 		MaxDisk:       resource.MustParse("500Gi"),

@@ -87,7 +87,22 @@ func podPhase(strategy infrav1alpha1.RunStrategy, pods []corev1.Pod) (infrav1alp
 	case readyPod([]corev1.Pod{*p}) == nil:
 		return infrav1alpha1.VMStarting, "the guest is booting on " + p.Spec.NodeName
 	}
-	return infrav1alpha1.VMRunning, ""
+	return infrav1alpha1.VMRunning, accelNote(p)
+}
+
+// SoftwareEmulationMessage is a running VM's status message when its guest runs without KVM.
+const SoftwareEmulationMessage = "running in software emulation (slow): no /dev/kvm device resource is configured (--vm-kvm-resource)"
+
+// accelNote says when the launcher runs the guest in software emulation (VM_ACCEL=tcg).
+func accelNote(p *corev1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "VM_ACCEL" && e.Value == "tcg" {
+				return SoftwareEmulationMessage
+			}
+		}
+	}
+	return ""
 }
 
 func terminatedReason(p *corev1.Pod) string {

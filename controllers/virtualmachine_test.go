@@ -44,11 +44,25 @@ func TestVMStatusPodBackend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: tc.strategy}}
+			if st := vmStatus(vm, true, nil, tc.pods); st.Phase == infrav1alpha1.VMRunning && st.Message != "" {
+				t.Errorf("a guest with KVM running: message %q, want none", st.Message)
+			}
 			st := vmStatus(vm, true, nil, tc.pods)
 			if st.Phase != tc.want || st.Status != string(tc.want) || st.NodeName != tc.node || st.IP != tc.ip || st.Backend != infrav1alpha1.BackendPod {
 				t.Errorf("status = %+v, want phase %s on %q/%q, backend pod", st, tc.want, tc.node, tc.ip)
 			}
 		})
+	}
+}
+
+// A guest in software emulation runs, slowly: its status says so, and why.
+func TestVMStatusSaysSoftwareEmulation(t *testing.T) {
+	pod := vmPod(corev1.PodRunning, "n1", true, false)
+	pod.Spec.Containers = []corev1.Container{{Name: "launcher", Env: []corev1.EnvVar{{Name: "VM_ACCEL", Value: "tcg"}}}}
+	vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
+	st := vmStatus(vm, true, nil, []corev1.Pod{pod})
+	if st.Phase != infrav1alpha1.VMRunning || st.Message != SoftwareEmulationMessage {
+		t.Errorf("status = %+v, want Running with %q", st, SoftwareEmulationMessage)
 	}
 }
 

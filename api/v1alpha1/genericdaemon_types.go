@@ -36,7 +36,13 @@ type GenericDaemonSpec struct {
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
-	// Args are passed to the image's entrypoint.
+	// Command replaces the image's entrypoint, as in a Pod spec; empty runs the entrypoint. An
+	// image pre-puller runs a command that only waits, e.g. ["sleep", "infinity"].
+	// +optional
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+
+	// Args are passed to the command, or to the image's entrypoint when there is none.
 	// +optional
 	// +listType=atomic
 	Args []string `json:"args,omitempty"`

@@ -4,6 +4,7 @@
 package bundle
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/blang/semver/v4"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -47,18 +48,25 @@ type Edit struct {
 	Images   Images
 }
 
-// Rewrite applies e to the bundle in dir (a copy: it is changed in place). A bundle left as it
-// is (no version change, no image) is not written at all.
+// Rewrite applies e to the bundle in dir (a copy: it is changed in place). The CSV is edited
+// as a document, so that nothing but what e changes differs; a bundle left as it is (no version
+// change, no image) is not written at all.
 func Rewrite(dir string, e Edit) error {
 	path := filepath.Join(dir, "manifests", CSVFile)
-	csv, err := ReadCSV(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	from := csv.Spec.Version.String()
+	var csv map[string]any
+	if err := yaml.Unmarshal(data, &csv); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	from, _, _ := unstructured.NestedString(csv, "spec", "version")
 	changed := false
 	if e.Version != "" && e.Version != from {
-		setVersion(csv, from, e.Version, e.Replaces)
+		if err := setVersion(csv, from, e.Version, e.Replaces); err != nil {
+			return err
+		}
 		changed = true
 	}
 	if e.Images.Operator != "" {
@@ -90,55 +98,123 @@ func ReadCSV(path string) (*operatorsv1alpha1.ClusterServiceVersion, error) {
 
 // setVersion makes the CSV that of version, replacing replaces, with the operator image's tag
 // of that version, as `make bundle` with that VERSION would.
-func setVersion(csv *operatorsv1alpha1.ClusterServiceVersion, from, version, replaces string) {
-	csv.Name = CSVName(version)
-	csv.Spec.Version.Version = semver.MustParse(version)
-	csv.Spec.Replaces = replaces
-	forEachContainer(csv, func(c *corev1.Container) {
-		c.Image = strings.Replace(c.Image, ":v"+from, ":v"+version, 1)
+func setVersion(csv map[string]any, from, version, replaces string) error {
+	if _, err := semver.Parse(version); err != nil {
+		return fmt.Errorf("version %q: %w", version, err)
+	}
+	if err := unstructured.SetNestedField(csv, CSVName(version), "metadata", "name"); err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(csv, version, "spec", "version"); err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(csv, replaces, "spec", "replaces"); err != nil {
+		return err
+	}
+	return forEachContainer(csv, func(c map[string]any) {
+		if image, ok := c["image"].(string); ok {
+			c["image"] = strings.Replace(image, ":v"+from, ":v"+version, 1)
+		}
 	})
 }
 
 // pin names the operator's image and the images it runs by digest, in its deployment and in
 // relatedImages (which lists every image, the operator's too, for mirroring).
-func pin(csv *operatorsv1alpha1.ClusterServiceVersion, imgs Images) error {
+func pin(csv map[string]any, imgs Images) error {
 	related := map[string]string{
 		"RELATED_IMAGE_WORKSPACE_IDE":    imgs.WorkspaceIDE,
 		"RELATED_IMAGE_VM_LAUNCHER":      imgs.VMLauncher,
 		"RELATED_IMAGE_VM_CONTAINERDISK": imgs.VMContainerDisk,
 	}
-	found := 0
-	forEachContainer(csv, func(c *corev1.Container) {
-		if c.Name != managerContainer {
+	// pinned maps each image the bundle named to its reference by digest.
+	pinned := map[string]string{}
+	err := forEachContainer(csv, func(c map[string]any) {
+		if c["name"] != managerContainer {
 			return
 		}
-		c.Image = imgs.Operator
-		for i := range c.Env {
-			if ref, ok := related[c.Env[i].Name]; ok && ref != "" {
-				c.Env[i].Value = ref
-				found++
+		c["image"] = imgs.Operator
+		env, _ := c["env"].([]any)
+		for _, e := range env {
+			v := e.(map[string]any)
+			if ref, ok := related[fmt.Sprint(v["name"])]; ok && ref != "" {
+				pinned[fmt.Sprint(v["value"])] = ref
+				v["value"] = ref
 			}
 		}
 	})
-	if found != len(related) {
-		return fmt.Errorf("the CSV's manager container sets %d of the %d RELATED_IMAGE_* variables", found, len(related))
+	if err != nil {
+		return err
 	}
-	csv.Spec.RelatedImages = []operatorsv1alpha1.RelatedImage{
-		{Name: "operator", Image: imgs.Operator},
-		{Name: "workspace-ide", Image: imgs.WorkspaceIDE},
-		{Name: "vm-launcher", Image: imgs.VMLauncher},
-		{Name: "vm-containerdisk", Image: imgs.VMContainerDisk},
+	if len(pinned) != len(related) {
+		return fmt.Errorf("the CSV's manager container sets %d of the %d RELATED_IMAGE_* variables", len(pinned), len(related))
+	}
+	if err := pinExamples(csv, pinned); err != nil {
+		return err
+	}
+	relatedImages := []any{
+		map[string]any{"name": "operator", "image": imgs.Operator},
+		map[string]any{"name": "workspace-ide", "image": imgs.WorkspaceIDE},
+		map[string]any{"name": "vm-launcher", "image": imgs.VMLauncher},
+		map[string]any{"name": "vm-containerdisk", "image": imgs.VMContainerDisk},
+	}
+	return unstructured.SetNestedSlice(csv, relatedImages, "spec", "relatedImages")
+}
+
+// pinExamples names by digest, in the alm-examples, every image the bundle pins: an example
+// the console offers on a disconnected cluster must run there (the workspace image pre-puller
+// names the IDE image).
+func pinExamples(csv map[string]any, pinned map[string]string) error {
+	annotations, _ := field(csv, "metadata", "annotations").(map[string]any)
+	raw, ok := annotations["alm-examples"].(string)
+	if !ok {
+		return nil
+	}
+	var examples []map[string]any
+	if err := json.Unmarshal([]byte(raw), &examples); err != nil {
+		return fmt.Errorf("reading the alm-examples: %w", err)
+	}
+	for _, ex := range examples {
+		spec, _ := ex["spec"].(map[string]any)
+		if ref, ok := pinned[fmt.Sprint(spec["image"])]; ok {
+			spec["image"] = ref
+		}
+	}
+	out, err := json.MarshalIndent(examples, "", "  ")
+	if err != nil {
+		return err
+	}
+	annotations["alm-examples"] = string(out)
+	return nil
+}
+
+// forEachContainer calls f on every container of the CSV's deployments, in place (the
+// unstructured package's getters return copies).
+func forEachContainer(csv map[string]any, f func(map[string]any)) error {
+	deployments, ok := field(csv, "spec", "install", "spec", "deployments").([]any)
+	if !ok {
+		return fmt.Errorf("the CSV has no spec.install.spec.deployments")
+	}
+	for _, d := range deployments {
+		containers, _ := field(d, "spec", "template", "spec", "containers").([]any)
+		for _, c := range containers {
+			if m, ok := c.(map[string]any); ok {
+				f(m)
+			}
+		}
 	}
 	return nil
 }
 
-func forEachContainer(csv *operatorsv1alpha1.ClusterServiceVersion, f func(*corev1.Container)) {
-	for i := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
-		pod := &csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[i].Spec.Template.Spec
-		for j := range pod.Containers {
-			f(&pod.Containers[j])
+// field is the value at path in a decoded document, itself rather than a copy; nil if absent.
+func field(doc any, path ...string) any {
+	for _, p := range path {
+		m, ok := doc.(map[string]any)
+		if !ok {
+			return nil
 		}
+		doc = m[p]
 	}
+	return doc
 }
 
 // pinScorecard names scorecard's test images by digest in its configuration: the stock tests'

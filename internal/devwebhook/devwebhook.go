@@ -44,6 +44,11 @@ func FilesIn(dir string) Files {
 // dir, which it makes when there is none: issuing again rotates the certificate, and clients
 // that trust the CA keep trusting the server.
 func Issue(dir string, validFor time.Duration) (Files, error) {
+	return IssueFor(dir, validFor, "127.0.0.1", "localhost")
+}
+
+// IssueFor is Issue for a server certificate naming hosts (DNS names and IP addresses).
+func IssueFor(dir string, validFor time.Duration, hosts ...string) (Files, error) {
 	f := FilesIn(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return f, err
@@ -66,9 +71,15 @@ func Issue(dir string, validFor time.Duration) (Files, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: "cloudspace-operator webhooks"},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validFor),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -114,19 +115,17 @@ func (b *Builder) image(repo, tag string) string {
 	return b.Registry + "/" + repo + ":" + tag
 }
 
-// Select returns the recipes of the given sets, or of the given names, in build order.
+// Select returns the recipes of the given names (a name or a repository) or, with none, of the
+// given sets, in build order.
 func Select(all []Recipe, sets []Set, names []string) ([]Recipe, error) {
 	var out []Recipe
 	for _, r := range all {
-		for _, s := range sets {
-			if r.Set == s {
+		if len(names) > 0 {
+			if slices.Contains(names, r.Name()) || slices.Contains(names, r.Repo) {
 				out = append(out, r)
 			}
-		}
-		for _, n := range names {
-			if n == r.Name() || n == r.Repo {
-				out = append(out, r)
-			}
+		} else if slices.Contains(sets, r.Set) {
+			out = append(out, r)
 		}
 	}
 	if len(out) == 0 {

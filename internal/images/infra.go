@@ -60,10 +60,10 @@ func pause() Recipe {
 }
 
 // busybox stands in for the busybox images operator-sdk's registry pod (--decompression-image)
-// and scorecard (--untar-image, --storage-image) run.
-func busybox() Recipe {
+// and scorecard (--untar-image, --storage-image) run, under repo and tag.
+func busybox(repo, tag string) Recipe {
 	return Recipe{
-		Repo: BusyboxRepo, Tag: "1.35", Set: Infra, Config: oci.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}},
+		Repo: repo, Tag: tag, Set: Infra, Config: oci.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}},
 		Layers: func(*Builder) ([]v1.Layer, error) { return layer(append(busyboxEntries(), tmp)...) },
 	}
 }

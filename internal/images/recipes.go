@@ -45,7 +45,10 @@ func All(version string) []Recipe {
 	v := "v" + version
 	up := "v" + UpgradeVersion
 	return []Recipe{
-		pause(), busybox(), opm(), olmUtil(), stockScorecard(),
+		// operator-sdk run bundle-upgrade takes no --decompression-image: its registry pod runs
+		// the upstream busybox reference it has built in, which the node pulls from the registry
+		// as that registry's mirror, under this path.
+		pause(), busybox(BusyboxRepo, "1.35"), busybox("library/busybox", "1.36.0"), opm(), olmUtil(), stockScorecard(),
 		operator(version), operator(UpgradeVersion), scorecardTests(v),
 		rootfsImage(LauncherRepo, launcherTag, "images/vm-launcher", oci.Config{
 			Entrypoint: []string{"/usr/local/bin/vm-launcher"}, User: "107:107", Env: []string{debianPath},
@@ -160,7 +163,7 @@ func disk() Recipe {
 			if err != nil {
 				return nil, err
 			}
-			return layer(oci.Dir("/disk", 0o555, 107, 107), oci.Entry{Path: "/disk/disk.qcow2", Source: qcow2, Mode: 0o444, UID: 107, GID: 107})
+			return layer(oci.Dir("/disk", 0o555, 107, 107), oci.Entry{Path: "/disk/disk.qcow2", Source: qcow2, Mode: 0o644, UID: 107, GID: 107})
 		},
 	}
 }
@@ -181,11 +184,13 @@ func (b *Builder) cached(dir, file string, build func(out string) *exec.Cmd) (st
 		return "", err
 	}
 	b.Log("%s: building %s (slow the first time)", dir, file)
-	tmp := out + ".tmp"
+	// The temporary file keeps the name's extension: mmdebstrap picks its output format by it.
+	tmp := filepath.Join(filepath.Dir(out), "tmp-"+file)
+	_ = os.RemoveAll(tmp)
 	cmd := build(tmp)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		os.Remove(tmp)
+		_ = os.RemoveAll(tmp)
 		return "", fmt.Errorf("building %s of %s: %w", file, dir, err)
 	}
 	return out, os.Rename(tmp, out)

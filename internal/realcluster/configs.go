@@ -126,6 +126,14 @@ func (l Layout) registryHosts() string {
 		l.Registry(), l.CA())
 }
 
+// mirrorHosts makes the registry the mirror of every other one, as a disconnected cluster's
+// nodes are set up: an image named by its upstream reference is pulled from the registry under
+// the same path (operator-sdk's bundle-upgrade runs a fixed upstream busybox reference, for one).
+// There is no fallback to the upstream registry: nothing beyond the machine is reachable.
+func (l Layout) mirrorHosts() string {
+	return fmt.Sprintf("[host.\"https://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n", l.Registry(), l.CA())
+}
+
 // cniConfig attaches pods to the node's bridge, which is their gateway; portmap serves
 // hostPort.
 const cniConfig = `{

@@ -93,6 +93,9 @@ func (b *bench) virtualMachines(ctx context.Context) (*VMPhase, error) {
 // operator rather than a shortage of fake devices (KWOK boots no guest either way).
 func (b *bench) kvmResource(ctx context.Context) (string, error) {
 	name := corev1.ResourceName(controllers.DefaultVMConfig().KVMResource)
+	if name == "" {
+		return "", nil
+	}
 	var nodes corev1.NodeList
 	if err := b.c.List(ctx, &nodes); err != nil {
 		return "", fmt.Errorf("listing nodes: %w", err)

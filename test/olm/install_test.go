@@ -3,7 +3,6 @@ package olm
 import (
 	"context"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -262,40 +261,18 @@ func createExamples(t *testing.T, mgr *installedManager) []*unstructured.Unstruc
 func unchangedFor(t *testing.T, objs []*unstructured.Unstructured, before map[string]string, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		after := versions(t, objs)
-		for key, v := range before {
-			if after[key] != v {
-				t.Fatalf("%s was written during the upgrade: resourceVersion %s, then %s", key, v, after[key])
-			}
+		if changed := framework.ChangedVersion(before, versions(t, objs)); changed != "" {
+			t.Fatalf("written during the upgrade: %s", changed)
 		}
 	}
 }
 
-// versions are the resourceVersions of objs and of their children, by kind and name: any
-// write to one of them changes it.
+// versions are the resourceVersions of objs and of their children (framework.Versions).
 func versions(t *testing.T, objs []*unstructured.Unstructured) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	for _, obj := range objs {
-		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			t.Fatal(err)
-		}
-		out[obj.GetKind()+" "+obj.GetName()] = obj.GetResourceVersion()
-		children, err := inspect.Inventory(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range children {
-			child := &unstructured.Unstructured{}
-			child.SetGroupVersionKind(c.GVK)
-			if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, child); err != nil {
-				t.Fatal(err)
-			}
-			out[c.GVK.Kind+" "+c.Name] = child.GetResourceVersion()
-		}
-	}
-	if len(out) <= len(objs) {
-		t.Fatalf("the examples have no children: %v", slices.Collect(maps.Keys(out)))
+	out, err := framework.Versions(context.Background(), k8sClient, objs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

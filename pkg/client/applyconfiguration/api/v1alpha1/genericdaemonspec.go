@@ -17,6 +17,7 @@ type GenericDaemonSpecApplyConfiguration struct {
 	NodeSelector   map[string]string                                 `json:"nodeSelector,omitempty"`
 	Tolerations    []v1.TolerationApplyConfiguration                 `json:"tolerations,omitempty"`
 	Resources      *v1.ResourceRequirementsApplyConfiguration        `json:"resources,omitempty"`
+	Command        []string                                          `json:"command,omitempty"`
 	Args           []string                                          `json:"args,omitempty"`
 	Env            []v1.EnvVarApplyConfiguration                     `json:"env,omitempty"`
 	UpdateStrategy *appsv1.DaemonSetUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
@@ -76,6 +77,16 @@ func (b *GenericDaemonSpecApplyConfiguration) WithTolerations(values ...*v1.Tole
 // If called multiple times, the Resources field is set to the value of the last call.
 func (b *GenericDaemonSpecApplyConfiguration) WithResources(value *v1.ResourceRequirementsApplyConfiguration) *GenericDaemonSpecApplyConfiguration {
 	b.Resources = value
+	return b
+}
+
+// WithCommand adds the given value to the Command field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Command field.
+func (b *GenericDaemonSpecApplyConfiguration) WithCommand(values ...string) *GenericDaemonSpecApplyConfiguration {
+	for i := range values {
+		b.Command = append(b.Command, values[i])
+	}
 	return b
 }
 

@@ -1,0 +1,145 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
+)
+
+// checkGenericDaemon runs the test daemon image on the node's "logs" label: its pod really
+// runs there and logs, status.installed counts it; a DaemonSet edited or deleted by hand is
+// restored; deleting the GenericDaemon removes its pods.
+func checkGenericDaemon(t *testing.T) {
+	ctx := context.Background()
+	gd := &infrav1alpha1.GenericDaemon{
+		ObjectMeta: metav1.ObjectMeta{Name: "real-daemon", Namespace: testNS},
+		Spec:       infrav1alpha1.GenericDaemonSpec{Image: env["GD_TEST_IMAGE"], Label: "logs"},
+	}
+	if err := k8sClient.Create(ctx, gd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), gd) })
+	pod := waitDaemonRunning(t, gd)
+	waitFor(t, time.Minute, "the daemon's output in kubectl logs", func(ctx context.Context) error {
+		logs, err := clientset.CoreV1().Pods(testNS).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(logs), "test-daemon "+pod.Name) {
+			return fmt.Errorf("logs %q: %v", logs, err)
+		}
+		return nil
+	})
+
+	ds := &appsv1.DaemonSet{}
+	key := client.ObjectKey{Namespace: testNS, Name: gd.Name}
+	if err := k8sClient.Get(ctx, key, ds); err != nil {
+		t.Fatal(err)
+	}
+	edit := client.MergeFrom(ds.DeepCopy())
+	ds.Spec.Template.Spec.Containers[0].Image = env["REGISTRY"] + "/busybox:1.35"
+	if err := k8sClient.Patch(ctx, ds, edit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the DaemonSet's image restored after a hand edit", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, key, ds); err != nil {
+			return err
+		}
+		if got := ds.Spec.Template.Spec.Containers[0].Image; got != gd.Spec.Image {
+			return fmt.Errorf("image %s", got)
+		}
+		return nil
+	})
+	uid := ds.UID
+	if err := k8sClient.Delete(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the DaemonSet recreated after a hand delete", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, key, ds); err != nil {
+			return err
+		}
+		if ds.UID == uid {
+			return fmt.Errorf("still the deleted one")
+		}
+		return nil
+	})
+	waitDaemonRunning(t, gd)
+
+	if err := k8sClient.Delete(ctx, gd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the GenericDaemon's DaemonSet and pods gone", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, key, &appsv1.DaemonSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("DaemonSet: %v", err)
+		}
+		if pods := daemonPods(t, ctx, gd.Name); len(pods) > 0 {
+			return fmt.Errorf("%d pods left", len(pods))
+		}
+		return nil
+	})
+}
+
+// waitDaemonRunning waits until the GenericDaemon is Ready with one node installed and returns
+// its pod, Running on the real node.
+func waitDaemonRunning(t *testing.T, gd *infrav1alpha1.GenericDaemon) corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	waitFor(t, 2*time.Minute, "GenericDaemon "+gd.Name+" Ready with its pod Running on "+realcluster.NodeName, func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(gd), gd); err != nil {
+			return err
+		}
+		if gd.Status.Installed != 1 || gd.Status.Desired != 1 || !ready(gd.Status.Conditions, gd.Generation) {
+			return fmt.Errorf("installed %d of %d, conditions %v", gd.Status.Installed, gd.Status.Desired, gd.Status.Conditions)
+		}
+		pods := daemonPods(t, ctx, gd.Name)
+		if len(pods) != 1 || pods[0].Status.Phase != corev1.PodRunning || pods[0].Spec.NodeName != realcluster.NodeName {
+			return fmt.Errorf("pods %v", podStates(pods))
+		}
+		pod = pods[0]
+		return nil
+	})
+	return pod
+}
+
+// daemonPods are the pods of the GenericDaemon's DaemonSet, by their controller.
+func daemonPods(t *testing.T, ctx context.Context, name string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(testNS)); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if c := metav1.GetControllerOf(&p); c != nil && c.Kind == "DaemonSet" && c.Name == name && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func podStates(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, fmt.Sprintf("%s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName))
+	}
+	return out
+}
+
+// ready tells whether conditions say Ready for generation.
+func ready(conditions []metav1.Condition, generation int64) bool {
+	for _, c := range conditions {
+		if c.Type == infrav1alpha1.ConditionReady {
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation
+		}
+	}
+	return false
+}
+

@@ -1,0 +1,224 @@
+package realnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/devwebhook"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+const (
+	operatorNS = "cloudspace-operator-system"
+	// deployment is the operator's Deployment, as the CSV names it.
+	deployment = "cloudspace-operator-controller-manager"
+	// testNS holds what the tests create.
+	testNS = "real-test"
+)
+
+// TestOperatorSDKInstall installs the operator as the README tells users to, with operator-sdk
+// run bundle of the bundle image in the registry, uses it, upgrades it with run bundle-upgrade
+// and removes it with operator-sdk cleanup.
+func TestOperatorSDKInstall(t *testing.T) {
+	api := prepareOperatorNamespace(t)
+	ensureNamespace(t, testNS)
+	// What an interrupted run left is removed first, as it is at the end.
+	realInstall(t, "uninstall")
+	t.Cleanup(func() { realInstall(t, "uninstall") })
+	realInstall(t, "install")
+	csv := waitCSV(t, bundle.CSVName(version()))
+	pod := operatorPod(t, ref(t, images.OperatorRepo+":v"+version()))
+	t.Logf("installed %s; operator pod %s on %s", csv.Name, pod.Name, pod.Spec.NodeName)
+
+	t.Run("metrics answer through their Service, to an authorized token only", func(t *testing.T) { checkMetrics(t) })
+	t.Run("health answers on the pod", func(t *testing.T) { checkHealth(t, pod) })
+	t.Run("admission webhooks answer through their Service", checkWebhooks)
+	t.Run("the gRPC API answers through its Service", func(t *testing.T) { checkGRPC(t, api) })
+	t.Run("a GenericDaemon's pods run on the node", checkGenericDaemon)
+	if os.Getenv("REAL_SKIP_SCORECARD") == "" {
+		t.Run("scorecard passes, its tests run in pods", checkScorecard)
+	}
+	t.Run("run bundle-upgrade writes nothing to what the operator serves", checkUpgrade)
+	t.Run("operator-sdk cleanup leaves no operator pod", func(t *testing.T) {
+		realInstall(t, "uninstall")
+		waitFor(t, 2*time.Minute, "the operator's pods to be gone", func(ctx context.Context) error {
+			pods := operatorPods(t, ctx)
+			if len(pods) > 0 {
+				return fmt.Errorf("%d operator pods left, first %s", len(pods), pods[0].Name)
+			}
+			return nil
+		})
+	})
+}
+
+// apiAccess is what a client of the gRPC API needs: a user's token and the CA of the API's
+// certificate.
+type apiAccess struct {
+	user, token string
+	ca          string
+}
+
+// grpcService is the API's Service; its certificate names it.
+const grpcService = "cloudspace-operator-controller-manager-grpc"
+
+// prepareOperatorNamespace creates the operator's namespace with what an administrator puts
+// there before installing: the API's users and tokens, and the API's certificate (signed by a
+// CA of the test, for the Service's name).
+func prepareOperatorNamespace(t *testing.T) apiAccess {
+	t.Helper()
+	ensureNamespace(t, operatorNS)
+	tls, err := devwebhook.IssueFor(t.TempDir(), time.Hour, grpcService+"."+operatorNS+".svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := apiAccess{user: "alice", token: randomToken(t), ca: tls.CA}
+	cert, _ := os.ReadFile(tls.Cert)
+	key, _ := os.ReadFile(tls.Key)
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cloudspace-api-tokens", Namespace: operatorNS},
+			StringData: map[string]string{api.user: api.token}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cloudspace-api-tls", Namespace: operatorNS}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key}},
+	} {
+		if err := k8sClient.Create(context.Background(), s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if err := k8sClient.Update(context.Background(), s); err != nil && !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	return api
+}
+
+func randomToken(t *testing.T) string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	err := k8sClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// realInstall runs hack/real-install.sh, the commands make real-install and the README give.
+func realInstall(t *testing.T, verb string) {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "hack", "real-install.sh"), verb)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/real-install.sh %s: %v\n%s", verb, err, out)
+	}
+	t.Logf("hack/real-install.sh %s: %s", verb, time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitCSV waits until the CSV is Succeeded in the operator's namespace.
+func waitCSV(t *testing.T, name string) *operatorsv1alpha1.ClusterServiceVersion {
+	t.Helper()
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	waitFor(t, 3*time.Minute, "CSV "+name+" Succeeded", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: name}, csv); err != nil {
+			return err
+		}
+		if csv.Status.Phase != operatorsv1alpha1.CSVPhaseSucceeded {
+			return fmt.Errorf("phase %s: %s", csv.Status.Phase, csv.Status.Message)
+		}
+		return nil
+	})
+	return csv
+}
+
+func operatorPods(t *testing.T, ctx context.Context) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(operatorNS), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// operatorPod waits for the one operator pod running image (by digest), Ready with its
+// container never restarted.
+func operatorPod(t *testing.T, image string) *corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	digest := image[strings.LastIndex(image, "@")+1:]
+	waitFor(t, 3*time.Minute, "the operator pod running "+image, func(ctx context.Context) error {
+		pods := operatorPods(t, ctx)
+		if len(pods) != 1 {
+			return fmt.Errorf("%d operator pods", len(pods))
+		}
+		pod = pods[0]
+		if pod.Spec.Containers[0].Image != image {
+			return fmt.Errorf("pod %s runs %s", pod.Name, pod.Spec.Containers[0].Image)
+		}
+		for _, s := range pod.Status.ContainerStatuses {
+			switch {
+			case !strings.HasSuffix(s.ImageID, digest):
+				return fmt.Errorf("container %s runs image %s, want digest %s", s.Name, s.ImageID, digest)
+			case s.RestartCount != 0:
+				t.Fatalf("container %s restarted %d times: %+v", s.Name, s.RestartCount, s.LastTerminationState)
+			case !s.Ready:
+				return fmt.Errorf("container %s not ready: %+v", s.Name, s.State)
+			}
+		}
+		if len(pod.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("pod %s: %s", pod.Name, pod.Status.Phase)
+		}
+		return nil
+	})
+	return &pod
+}
+
+// bindClusterRole makes a service account in testNS bound to a cluster role and returns a
+// token of it.
+func bindClusterRole(t *testing.T, sa, role string) string {
+	t.Helper()
+	ctx := context.Background()
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: testNS}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: testNS + "-" + sa},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: testNS}},
+		},
+	}
+	for _, o := range objs {
+		if err := k8sClient.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return serviceAccountToken(t, testNS, sa)
+}
+
+func serviceAccountToken(t *testing.T, ns, sa string) string {
+	t.Helper()
+	tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), sa, &authTokenRequest, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}

@@ -1,0 +1,146 @@
+// Package realnode installs and uses the operator on the real cluster (make test-real): a real
+// node runs its pods from the images make images built and pushed, OLM installs it the ways
+// users do (operator-sdk run bundle, a catalog image as OperatorHub lists it), and scorecard
+// runs its tests in pods. hack/test-real.sh starts the cluster and pushes the images first.
+package realnode
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+var (
+	env       map[string]string
+	cfg       *rest.Config
+	k8sClient client.Client
+	clientset *kubernetes.Clientset
+	// node dials from inside the node's network namespace: ClusterIPs and pod IPs.
+	node realcluster.Dialer
+	// built are the images make images pushed, by name.
+	built map[string]images.Built
+)
+
+func TestMain(m *testing.M) {
+	if err := setUp(); err != nil {
+		fmt.Fprintf(os.Stderr, "real: %v\nrun `make test-real`: it starts the real cluster and pushes the images first\n", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+func setUp() error {
+	var err error
+	dir := os.Getenv("REAL_CLUSTER_DIR")
+	if dir == "" {
+		dir = filepath.Join(framework.RepoRoot(), ".real-cluster")
+	}
+	if env, err = readEnv(filepath.Join(dir, "env")); err != nil {
+		return err
+	}
+	if built, err = images.ReadJSON(filepath.Join(framework.RepoRoot(), "bin", "images.json")); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(built[images.OperatorRepo+":v"+version()].Ref, env["REGISTRY"]+"/") {
+		return fmt.Errorf("bin/images.json names no images in %s: make images did not push them", env["REGISTRY"])
+	}
+	holder, err := strconv.Atoi(env["REAL_CLUSTER_HOLDER"])
+	if err != nil {
+		return fmt.Errorf("REAL_CLUSTER_HOLDER: %w", err)
+	}
+	node = realcluster.Dialer{PID: holder}
+	if cfg, err = clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"]); err != nil {
+		return err
+	}
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme()}); err != nil {
+		return err
+	}
+	clientset, err = kubernetes.NewForConfig(cfg)
+	return err
+}
+
+// readEnv reads the cluster's sh-sourceable environment (export NAME="value" lines).
+func readEnv(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		name, value, ok := strings.Cut(strings.TrimPrefix(s.Text(), "export "), "=")
+		if ok {
+			if unquoted, err := strconv.Unquote(value); err == nil {
+				value = unquoted
+			}
+			out[name] = value
+		}
+	}
+	return out, s.Err()
+}
+
+func version() string {
+	data, _ := os.ReadFile(filepath.Join(framework.RepoRoot(), "VERSION"))
+	return strings.TrimSpace(string(data))
+}
+
+// ref is the pushed image of that name, by digest.
+func ref(t *testing.T, name string) string {
+	t.Helper()
+	b, ok := built[name]
+	if !ok {
+		t.Fatalf("image %s was not built (bin/images.json)", name)
+	}
+	return b.Ref
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextv1.AddToScheme, infrav1alpha1.AddToScheme,
+		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// waitFor polls check until it returns nil, failing the test with its last error after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	var last error
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		last = check(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, last)
+	}
+	t.Logf("%s: %s", what, time.Since(start).Round(100*time.Millisecond))
+}
