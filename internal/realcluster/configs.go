@@ -56,6 +56,7 @@ func (l Layout) writeNodeFiles() error {
 	files := map[string]string{
 		l.Path("node", "containerd.toml"):                     l.containerdConfig(),
 		l.Path("node", "certs.d", l.Registry(), "hosts.toml"): l.registryHosts(),
+		l.Path("node", "certs.d", "_default", "hosts.toml"):   l.mirrorHosts(),
 		l.Path("node", "cni", "10-cloudspace.conflist"):       cniConfig,
 		l.Path("node", "kubelet.yaml"):                        l.kubeletConfig(),
 		l.Path("node", "kube-proxy.yaml"):                     l.kubeProxyConfig(),

@@ -142,4 +142,3 @@ func ready(conditions []metav1.Condition, generation int64) bool {
 	}
 	return false
 }
-

@@ -73,15 +73,22 @@ func checkScorecard(t *testing.T) {
 }
 
 // scorecardAccount is scorecard's service account, with the README's rights: the kinds'
-// editor roles and reading and deleting PersistentVolumeClaims in its namespace.
+// editor roles, reading every kind of child the charts render (the orphan test lists them)
+// and deleting the PersistentVolumeClaims a reclaim policy keeps, in its namespace.
 func scorecardAccount(t *testing.T) {
 	t.Helper()
+	read := []string{"get", "list", "watch"}
 	objs := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scorecard", Namespace: scorecardNS}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "scorecard-pvcs", Namespace: scorecardNS},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "delete"}}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "scorecard-pvcs", Namespace: scorecardNS},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "scorecard-pvcs"},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "scorecard-children", Namespace: scorecardNS},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: append(read, "delete")},
+				{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "services", "secrets", "pods"}, Verbs: read},
+				{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "deployments"}, Verbs: read},
+				{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies", "ingresses"}, Verbs: read},
+			}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "scorecard-children", Namespace: scorecardNS},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "scorecard-children"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scorecard", Namespace: scorecardNS}}},
 	}
 	for _, kind := range []string{"genericdaemon", "virtualmachine", "workspace"} {
@@ -103,6 +110,7 @@ func sdk(t *testing.T, args ...string) ([]byte, error) {
 	start := time.Now()
 	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "bin", "operator-sdk"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env["KUBECONFIG"], "SSL_CERT_FILE="+env["SSL_CERT_FILE"])
+	cmd.Dir = t.TempDir() // where it unpacks a bundle image, and scorecard its test output
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
