@@ -84,8 +84,11 @@ func opmConfig(labels map[string]string) oci.Config {
 	for k, v := range labels {
 		all[k] = v
 	}
+	// No --cache-dir: opm then builds its cache at start in a temporary directory. A cache
+	// built into the image (what `opm generate dockerfile` does) would be checked at start, but
+	// opm's cache files differ from build to build, and the image would not be reproducible.
 	return oci.Config{
-		Entrypoint: []string{"/bin/opm"}, Cmd: []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
+		Entrypoint: []string{"/bin/opm"}, Cmd: []string{"serve", "/configs"},
 		User: "1001", Env: []string{"PATH=/bin"}, Labels: all,
 	}
 }
@@ -100,6 +103,8 @@ func opmLayers(b *Builder) ([]v1.Layer, error) {
 		return nil, err
 	}
 	return layer(append(busyboxEntries(), tmp, oci.Dir("/configs", 0o755, 0, 0),
+		// Go's resolver reads it, and opm writes one at start when it is missing.
+		oci.Bytes("/etc/nsswitch.conf", []byte("hosts: files dns\n"), 0o644),
 		oci.File("/bin/opm", opmBin, 0o755), oci.File("/bin/grpc_health_probe", probe, 0o755))...)
 }
 

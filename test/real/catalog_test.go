@@ -89,7 +89,8 @@ func TestOperatorHubCatalog(t *testing.T) {
 }
 
 // checkPackageManifest reads the package as the OperatorHub console does: from the package
-// server, with its catalog, channel, head CSV and the CSV's display name and icon.
+// server, with its catalog, channel, head CSV and the CSV's display name, and its icon from the
+// icon subresource (the listing itself carries none).
 func checkPackageManifest(t *testing.T) {
 	t.Helper()
 	var pm struct {
@@ -101,9 +102,6 @@ func checkPackageManifest(t *testing.T) {
 				CurrentCSV     string `json:"currentCSV"`
 				CurrentCSVDesc struct {
 					DisplayName string `json:"displayName"`
-					Icon        []struct {
-						Data string `json:"base64data"`
-					} `json:"icon"`
 				} `json:"currentCSVDesc"`
 			} `json:"channels"`
 		} `json:"status"`
@@ -121,8 +119,12 @@ func checkPackageManifest(t *testing.T) {
 		t.Fatalf("PackageManifest status %+v", s)
 	}
 	ch := s.Channels[0]
-	if ch.CurrentCSV != bundle.CSVName(images.UpgradeVersion) || !strings.Contains(ch.CurrentCSVDesc.DisplayName, "Cloudspace") || len(ch.CurrentCSVDesc.Icon) == 0 {
-		t.Errorf("channel %s: head %s, display name %q, %d icons", ch.Name, ch.CurrentCSV, ch.CurrentCSVDesc.DisplayName, len(ch.CurrentCSVDesc.Icon))
+	if ch.CurrentCSV != bundle.CSVName(images.UpgradeVersion) || !strings.Contains(ch.CurrentCSVDesc.DisplayName, "Cloudspace") {
+		t.Errorf("channel %s: head %s, display name %q", ch.Name, ch.CurrentCSV, ch.CurrentCSVDesc.DisplayName)
+	}
+	icon, err := clientset.RESTClient().Get().AbsPath(path + "/icon").DoRaw(context.Background())
+	if err != nil || !strings.Contains(string(icon), "<svg") {
+		t.Errorf("the package's icon: %v %.100q", err, icon)
 	}
 }
 

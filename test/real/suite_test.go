@@ -136,8 +136,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func(contex
 	var last error
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
+		err := check(ctx)
+		// A check cut off by the deadline says less than the one before it.
+		if err == nil || last == nil || ctx.Err() == nil {
+			last = err
+		}
+		return err == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, last)
