@@ -1,0 +1,115 @@
+package images
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+)
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// TestImagesAgreeWithTheirDockerfiles checks each product image's configuration against the
+// Dockerfile Docker users build it from: what the final stage states (entrypoint, command,
+// user, working directory, environment, ports, labels) must be what make images builds. A
+// stage FROM scratch states everything; on a base image, what it does not state is the base's
+// (but its labels: every label the image has must be stated).
+func TestImagesAgreeWithTheirDockerfiles(t *testing.T) {
+	root := repoRoot()
+	checked := 0
+	for _, r := range All("0.1.0") {
+		if r.Set != Product {
+			continue
+		}
+		t.Run(r.Name(), func(t *testing.T) {
+			if r.Dockerfile == "" {
+				t.Fatal("a product image without a Dockerfile")
+			}
+			want, err := oci.ParseDockerfileFile(filepath.Join(root, r.Dockerfile), r.DockerfileArgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := r.Config
+			if r.Dockerfile == "bundle.Dockerfile" {
+				if got, err = bundleConfig(root); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !fromScratch(t, filepath.Join(root, r.Dockerfile)) {
+				got = stated(got, want)
+			}
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s and the image make images builds differ (-Dockerfile +image):\n%s", r.Dockerfile, diff)
+			}
+			checked++
+		})
+	}
+	if checked < 9 {
+		t.Errorf("checked %d product images, want every one of them", checked)
+	}
+}
+
+// stated keeps of got what want states (on a base image, the rest is the base's).
+func stated(got, want oci.Config) oci.Config {
+	out := oci.Config{Labels: got.Labels}
+	if len(want.Entrypoint) > 0 {
+		out.Entrypoint, out.Cmd = got.Entrypoint, got.Cmd
+	}
+	if want.User != "" {
+		out.User = got.User
+	}
+	if want.WorkingDir != "" {
+		out.WorkingDir = got.WorkingDir
+	}
+	if len(want.ExposedPorts) > 0 {
+		out.ExposedPorts = got.ExposedPorts
+	}
+	if len(want.Env) > 0 {
+		out.Env = got.Env
+	}
+	return out
+}
+
+// fromScratch tells whether a Dockerfile's final stage starts FROM scratch.
+func fromScratch(t *testing.T, path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.EqualFold(f[0], "FROM") {
+			last = f[1]
+		}
+	}
+	return last == "scratch"
+}
+
+// The stand-ins for upstream images and every image the bundle needs are built before what
+// names them.
+func TestRecipesComeAfterWhatTheyName(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range All("0.1.0") {
+		if r.Repo == BundleRepo {
+			for _, need := range []string{OperatorRepo + ":" + r.Tag, IDERepo + ":" + ideTag, LauncherRepo + ":" + launcherTag,
+				DiskRepo + ":" + diskTag, StockScorecardRepo + ":" + stockScorecardTag, ScorecardTestsRepo + ":v0.1.0"} {
+				if !seen[need] {
+					t.Errorf("%s is built before %s, which it names", r.Name(), need)
+				}
+			}
+		}
+		if r.Repo == CatalogRepo && !seen[BundleRepo+":v"+UpgradeVersion] {
+			t.Errorf("%s is built before the bundles it holds", r.Name())
+		}
+		seen[r.Name()] = true
+	}
+}
