@@ -36,9 +36,10 @@ CODE_SERVER_INTEGRITY=sha512-w+ZpsKVKEFJ7ELe1fYejTn0gIT8kUtOppmXxUcBLPtKGokLY2Cf
 # the dependencies and drives node-gyp, so the result does not depend on the host's npm.
 NPM_VERSION=10.8.2
 NPM_INTEGRITY=sha512-x/AIjFIKRllrhcb48dqUNAAZl0ig9+qMuN91RpZo3Cb2+zuibfh+KISl6+kVVyktDz230JKc208UkQwwMqyB+w==
-# lib/vscode's lock file names @vscode/proxy-agent by a git URL (a GitHub fetch); the registry
-# serves the very same tarball (same sha512, checked by npm against the lock's integrity).
-PROXY_AGENT_URL=https://registry.npmjs.org/@vscode/proxy-agent/-/proxy-agent-0.27.0.tgz
+# lib/vscode's lock file names @vscode/proxy-agent by a git URL (a GitHub fetch); the npm
+# registry npm is configured with serves the very same tarball (same sha512, checked by npm
+# against the lock's integrity).
+PROXY_AGENT_PATH=@vscode/proxy-agent/-/proxy-agent-0.27.0.tgz
 
 SUITE=trixie
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -104,7 +105,7 @@ const p = lock.packages["node_modules/@vscode/proxy-agent"];
 if (!p || !/^git\+ssh:/.test(p.resolved) || !p.integrity) throw new Error("unexpected @vscode/proxy-agent entry: " + JSON.stringify(p));
 p.resolved = url;
 fs.writeFileSync(file, JSON.stringify(lock, null, 2) + "\n");' \
-		"$dest/lib/vscode/npm-shrinkwrap.json" "$PROXY_AGENT_URL"
+		"$dest/lib/vscode/npm-shrinkwrap.json" "$(npm_pinned config get registry 2>/dev/null | sed 's#/*$#/#')$PROXY_AGENT_PATH"
 	# As upstream's postinstall.sh does (npm install --omit=dev in the same three places), but
 	# with `npm ci` (exactly the lock files) and no scripts. lib/vscode's lock leaves out the
 	# optional peer tslib, which npm >= 7 would otherwise add: --legacy-peer-deps keeps to it.
