@@ -36,6 +36,16 @@ cleanup() {
 trap cleanup EXIT
 make -s real-cluster
 step "real cluster up"
+if [ -n "$started" ]; then
+  # The comparison at the end proves something only if the snapshot sees a running cluster.
+  bin/realcluster snapshot >bin/host-during.txt
+  seen=$(diff bin/host-before.txt bin/host-during.txt | grep -c '^>' || true)
+  if [ "$seen" = 0 ]; then
+    echo "test-real: the host snapshot does not see the running cluster" >&2
+    exit 1
+  fi
+  step "the host snapshot sees the running cluster ($seen facts more than before)"
+fi
 make -s images
 step "images built and pushed"
 make -s build >/dev/null
