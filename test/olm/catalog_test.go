@@ -11,65 +11,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blang/semver/v4"
-	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/yaml"
 
+	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 const (
-	packageName = "cloudspace-operator"
+	packageName = bundle.Package
 	channel     = "alpha"
-	csvFile     = "cloudspace-operator.clusterserviceversion.yaml"
 )
 
 // csvName is the CSV name of a version of the package.
-func csvName(version string) string { return packageName + ".v" + version }
+func csvName(version string) string { return bundle.CSVName(version) }
 
-// bundleVersion writes the repository's bundle as another version of the operator, as `make
-// bundle` with that VERSION would, replacing the version before it in the channel: a new CSV
-// name and version, the operator image of that version, and `replaces`.
+// bundleVersion writes the repository's bundle as another version of the operator, replacing
+// the version before it in the channel (internal/bundle, as make images builds 0.2.0).
 func bundleVersion(t *testing.T, version, replaces string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "bundle-"+version)
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(framework.RepoRoot(), "bundle"))); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "manifests", csvFile)
-	csv := readCSV(t, path)
-	from := csv.Spec.Version.String()
-	csv.Name = csvName(version)
-	csv.Spec.Version.Version = semver.MustParse(version)
-	csv.Spec.Replaces = replaces
-	for i := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
-		pod := &csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[i].Spec.Template.Spec
-		for j := range pod.Containers {
-			pod.Containers[j].Image = strings.Replace(pod.Containers[j].Image, ":v"+from, ":v"+version, 1)
-		}
-	}
-	out, err := yaml.Marshal(csv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
+	if err := bundle.Rewrite(dir, bundle.Edit{Version: version, Replaces: replaces}); err != nil {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-func readCSV(t *testing.T, path string) *operatorsv1alpha1.ClusterServiceVersion {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csv := &operatorsv1alpha1.ClusterServiceVersion{}
-	if err := yaml.Unmarshal(data, csv); err != nil {
-		t.Fatal(err)
-	}
-	return csv
 }
 
 // catalogBundle is a bundle directory and what it replaces in the channel.

@@ -16,30 +16,14 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/inspect"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/scorecard"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextv1.AddToScheme, infrav1alpha1.AddToScheme,
-		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
 
 // waitFor polls check until it returns nil, failing the test with its last error after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {

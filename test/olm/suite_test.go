@@ -93,7 +93,7 @@ func setUp(ctx context.Context) (stop func(), err error) {
 			_ = p.Stop(30 * time.Second)
 		}
 	}
-	if k8sClient, err = client.New(cluster.Config, client.Options{Scheme: scheme()}); err != nil {
+	if k8sClient, err = client.New(cluster.Config, client.Options{Scheme: framework.OLMScheme()}); err != nil {
 		return stop, err
 	}
 	if clientset, err = kubernetes.NewForConfig(cluster.Config); err != nil {

@@ -15,18 +15,12 @@ import (
 	"testing"
 	"time"
 
-	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
-	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
@@ -74,7 +68,7 @@ func setUp() error {
 	if cfg, err = clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"]); err != nil {
 		return err
 	}
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme()}); err != nil {
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: framework.OLMScheme()}); err != nil {
 		return err
 	}
 	clientset, err = kubernetes.NewForConfig(cfg)
@@ -115,19 +109,6 @@ func ref(t *testing.T, name string) string {
 		t.Fatalf("image %s was not built (bin/images.json)", name)
 	}
 	return b.Ref
-}
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextv1.AddToScheme, infrav1alpha1.AddToScheme,
-		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
 }
 
 // waitFor polls check until it returns nil, failing the test with its last error after timeout.
