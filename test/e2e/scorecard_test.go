@@ -92,7 +92,7 @@ func TestScorecardCustomTestsFailOnABrokenKind(t *testing.T) {
 	for _, test := range scorecard.Tests {
 		r := results[test.Name]
 		errs := strings.Join(r.Errors, "\n")
-		if r.State != scapiv1alpha3.FailState || !strings.Contains(errs, "GenericDaemon syslog-") ||
+		if r.State != scapiv1alpha3.FailState || !strings.Contains(errs, "GenericDaemon workspace-image-prepuller-") ||
 			!strings.Contains(errs, "RenderFailed") || !strings.Contains(errs, "broken on purpose") {
 			t.Errorf("%s: %s, errors:\n%s\nwant fail naming the GenericDaemons and RenderFailed", test.Name, r.State, errs)
 		}
