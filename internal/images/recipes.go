@@ -50,10 +50,12 @@ func All(version string) []Recipe {
 		// as that registry's mirror, under this path.
 		pause(), busybox(BusyboxRepo, "1.35"), busybox("library/busybox", "1.36.0"), opm(), olmUtil(), stockScorecard(),
 		operator(version), operator(UpgradeVersion), scorecardTests(v),
-		rootfsImage(LauncherRepo, launcherTag, "images/vm-launcher", oci.Config{
+		// The launcher's rootfs.sh runs its tests inside the root filesystem; the IDE's test.sh
+		// runs code-server from the built one as its pod does.
+		rootfsImage(LauncherRepo, launcherTag, "images/vm-launcher", "", oci.Config{
 			Entrypoint: []string{"/usr/local/bin/vm-launcher"}, User: "107:107", Env: []string{debianPath},
 		}),
-		rootfsImage(IDERepo, ideTag, "images/workspace-ide", oci.Config{
+		rootfsImage(IDERepo, ideTag, "images/workspace-ide", "test.sh", oci.Config{
 			Entrypoint: []string{"/usr/bin/dumb-init", "--", "/usr/bin/code-server"}, User: "1000:1000",
 			WorkingDir: "/home/coder", Env: []string{debianPath, "HOME=/home/coder"}, ExposedPorts: []string{"8080/tcp"},
 			Labels: map[string]string{
@@ -133,13 +135,13 @@ func testDaemon(tag string) Recipe {
 }
 
 // rootfsImage is an image whose one layer is the root filesystem dir/rootfs.sh builds from
-// Debian's packages.
-func rootfsImage(repo, tag, dir string, cfg oci.Config) Recipe {
+// Debian's packages; dir/check (when named) must pass on it before it is kept.
+func rootfsImage(repo, tag, dir, check string, cfg oci.Config) Recipe {
 	return Recipe{
 		Repo: repo, Tag: tag, Set: Product, Dockerfile: dir + "/Dockerfile", Config: cfg,
 		Layers: func(b *Builder) ([]v1.Layer, error) {
 			tar, err := b.cached(dir, "rootfs.tar", func(out string) *exec.Cmd {
-				return exec.Command("sh", filepath.Join(b.Repo, dir, "rootfs.sh"), out)
+				return b.buildAndCheck(dir, "rootfs.sh", check, out)
 			})
 			if err != nil {
 				return nil, err
@@ -156,9 +158,11 @@ func disk() Recipe {
 	return Recipe{
 		Repo: DiskRepo, Tag: diskTag, Set: Product, Dockerfile: "images/vm-disk/Dockerfile",
 		Layers: func(b *Builder) ([]v1.Layer, error) {
+			// test.sh boots the disk with the launcher (software emulation), logs in over SSH
+			// with a cloud-init key and powers it off.
 			qcow2, err := b.cached("images/vm-disk", "disk.qcow2", func(out string) *exec.Cmd {
-				return exec.Command("sh", "-c", `d=$(mktemp -d) && sh "$1" "$d" && mv "$d/disk.qcow2" "$2" && rm -rf "$d"`,
-					"sh", filepath.Join(b.Repo, "images/vm-disk/build.sh"), out)
+				return exec.Command("sh", "-c", `d=$(mktemp -d) && sh "$1" "$d" && mv "$d/disk.qcow2" "$3" && rm -rf "$d" && sh "$2" "$3"`,
+					"sh", filepath.Join(b.Repo, "images/vm-disk/build.sh"), filepath.Join(b.Repo, "images/vm-disk/test.sh"), out)
 			})
 			if err != nil {
 				return nil, err
@@ -166,6 +170,15 @@ func disk() Recipe {
 			return layer(oci.Dir("/disk", 0o555, 107, 107), oci.Entry{Path: "/disk/disk.qcow2", Source: qcow2, Mode: 0o644, UID: 107, GID: 107})
 		},
 	}
+}
+
+// buildAndCheck runs dir/build OUT, then dir/check OUT when check is named.
+func (b *Builder) buildAndCheck(dir, build, check, out string) *exec.Cmd {
+	script := `sh "$1" "$3"`
+	if check != "" {
+		script += ` && sh "$2" "$3"`
+	}
+	return exec.Command("sh", "-c", script, "sh", filepath.Join(b.Repo, dir, build), filepath.Join(b.Repo, dir, check), out)
 }
 
 // cached returns the file build writes (given its path), kept in the cache under the hash of
