@@ -113,6 +113,15 @@ func parseFlags(args []string) (*options, error) {
 	fs.Func("workspace-ingress-annotation",
 		"key=value set on every workspace Ingress, e.g. cert-manager.io/cluster-issuer=letsencrypt (repeatable).",
 		annotationFlag(o.kinds.Workspace.IngressAnnotations))
+	fs.Func("workspace-ingress-controller-namespace",
+		"Namespace of the ingress controller that serves workspace Ingresses, which each workspace's NetworkPolicy admits (repeatable); when none is given, namespaces labelled infra.cloudspace.dev/workspace-access=true.",
+		func(ns string) error {
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+			}
+			o.kinds.Workspace.IngressControllerNamespaces = append(o.kinds.Workspace.IngressControllerNamespaces, ns)
+			return nil
+		})
 	fs.StringVar(&o.kinds.Workspace.IDEImage, "workspace-ide-image", os.Getenv("RELATED_IMAGE_WORKSPACE_IDE"),
 		"Image that runs in place of the default IDE image, e.g. its mirror (env RELATED_IMAGE_WORKSPACE_IDE); workspaces naming their own image keep it.")
 	o.kinds.VM = controllers.DefaultVMConfig()
@@ -126,6 +135,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.Int64Var(&o.kinds.VM.MaxCPU, "vm-max-cpu", o.kinds.VM.MaxCPU, "The most CPUs one VirtualMachine may have.")
 	quantityFlag(fs, &o.kinds.VM.MaxMemory, "vm-max-memory", "The most memory one VirtualMachine may have.")
 	quantityFlag(fs, &o.kinds.VM.MaxDisk, "vm-max-disk", "The largest disk one VirtualMachine may have.")
+	quantityFlag(fs, &o.kinds.VM.BootDiskLimit, "vm-boot-disk-limit",
+		"The most a VM's boot disk copy may grow to in its launcher pod (the guest writes its root filesystem there); the kubelet evicts the pod beyond it.")
 	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0",
 		"Address of the admission webhooks (HTTPS), e.g. :9444; 0 disables them.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",

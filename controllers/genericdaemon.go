@@ -18,12 +18,21 @@ import (
 // +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=genericdaemons/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
-// GenericDaemonLifecycle is GenericDaemon's Go code: chart values from the typed spec, and
-// status.installed / status.desired from the DaemonSet.
+// GenericDaemonLifecycle is GenericDaemon's Go code: chart values from the typed spec,
+// status.installed / status.desired from the DaemonSet, and from its pods why the daemon
+// fails where it does (a crash loop, an image that cannot be pulled), which the DaemonSet's
+// own status never says.
 type GenericDaemonLifecycle struct{ engine.ChartOnly }
 
-var _ engine.Lifecycle = GenericDaemonLifecycle{}
+var (
+	_ engine.Lifecycle   = GenericDaemonLifecycle{}
+	_ engine.PodObserver = GenericDaemonLifecycle{}
+)
+
+// ObservesPods asks the engine for the daemon's pods.
+func (GenericDaemonLifecycle) ObservesPods() {}
 
 // Values maps the spec onto helm-charts/genericdaemon's values.
 func (GenericDaemonLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
@@ -34,8 +43,13 @@ func (GenericDaemonLifecycle) Values(obj *unstructured.Unstructured) (map[string
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&gd.Spec)
 }
 
-// Status reports the DaemonSet's ready and desired node counts.
+// Status reports the DaemonSet's ready and desired node counts, and the first failing pod.
 func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
+	pods, err := podsOf(observed.Pods)
+	if err != nil {
+		return engine.StatusResult{}, err
+	}
+	_, failure := podProblems(pods)
 	for _, c := range observed.Children {
 		if c.GroupVersionKind() != appsv1.SchemeGroupVersion.WithKind("DaemonSet") {
 			continue
@@ -47,7 +61,7 @@ func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, observed engi
 		return engine.StatusResult{Fields: map[string]any{
 			"installed": int64(ds.Status.NumberReady),
 			"desired":   int64(ds.Status.DesiredNumberScheduled),
-		}, Progress: []string{"installed", "desired"}}, nil
+		}, Progress: []string{"installed", "desired"}, Failure: failure}, nil
 	}
-	return engine.StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}}, nil
+	return engine.StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}, Failure: failure}, nil
 }

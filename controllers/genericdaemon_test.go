@@ -1,9 +1,13 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
@@ -20,6 +24,27 @@ func TestGenericDaemonStatus(t *testing.T) {
 	res, _ = GenericDaemonLifecycle{}.Status(nil, engine.Observed{Children: []*unstructured.Unstructured{sa}})
 	if got = res.Fields; got["installed"] != int64(0) {
 		t.Errorf("without a DaemonSet: %v, want zero counts", got)
+	}
+}
+
+// A DaemonSet whose pods cannot pull their image only ever says "not ready": the daemon's
+// status must name the image and the reason.
+func TestGenericDaemonStatusNamesAnUnpullableImage(t *testing.T) {
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-x7k2p"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "daemon", Image: "reg/missing:1",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}}}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := GenericDaemonLifecycle{}.Status(nil, engine.Observed{Pods: []*unstructured.Unstructured{{Object: u}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"d-x7k2p", `"reg/missing:1"`, "ErrImagePull", "not found"} {
+		if !strings.Contains(res.Failure, want) {
+			t.Errorf("failure %q lacks %q", res.Failure, want)
+		}
 	}
 }
 

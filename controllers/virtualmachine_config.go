@@ -22,7 +22,8 @@ import (
 // rules (Default, Validate), so a VM made while the webhook was not installed still never
 // renders past them.
 type VMConfig struct {
-	// DefaultImage is the container disk of a VM that names none.
+	// DefaultImage is the container disk of a VM that names none: our own small Debian 12
+	// cloud-init disk (images/vm-disk), which `make images` builds and every install can mirror.
 	DefaultImage string
 	// LauncherImage runs QEMU for the pod backend (see images/vm-launcher).
 	LauncherImage string
@@ -36,16 +37,20 @@ type VMConfig struct {
 	MaxCPU    int64
 	MaxMemory resource.Quantity
 	MaxDisk   resource.Quantity
+	// BootDiskLimit is the most the boot disk's copy in the launcher pod may grow to (the
+	// guest writes its root filesystem there); the kubelet evicts a pod beyond it.
+	BootDiskLimit resource.Quantity
 }
 
 // DefaultVMConfig is the configuration when the operator's flags set nothing.
 func DefaultVMConfig() VMConfig {
 	return VMConfig{
-		DefaultImage:  "containerdisks/fedora:40",
+		DefaultImage:  "cloudspace/vm-disk:debian-12",
 		LauncherImage: "cloudspace/vm-launcher:0.1.0",
 		MaxCPU:        16,
 		MaxMemory:     resource.MustParse("64Gi"),
 		MaxDisk:       resource.MustParse("500Gi"),
+		BootDiskLimit: resource.MustParse("20Gi"),
 	}
 }
 
@@ -59,9 +64,13 @@ const (
 )
 
 // Launcher overhead: what QEMU and the launcher need next to the guest's own CPU and memory.
+// Software emulation needs more: TCG's translation cache (the launcher bounds it to 128 MiB;
+// unbounded it grew to 1 GiB and a 1Gi guest was OOM-killed) and a soft TLB per vCPU come on
+// top of QEMU's own. A 1Gi guest that touched all its memory peaked at 199 MiB beyond it.
 var (
-	launcherCPUOverhead    = resource.MustParse("100m")
-	launcherMemoryOverhead = resource.MustParse("256Mi")
+	launcherCPUOverhead       = resource.MustParse("100m")
+	launcherMemoryOverhead    = resource.MustParse("256Mi")
+	launcherTCGMemoryOverhead = resource.MustParse("512Mi")
 )
 
 // Default fills every unset field of vm.
@@ -77,6 +86,7 @@ func (c VMConfig) Default(vm *infrav1alpha1.VirtualMachine) {
 		s.Image = c.DefaultImage
 	}
 	s.RunStrategy = orDefault(s.RunStrategy, infrav1alpha1.RunAlways)
+	s.Firmware = orDefault(s.Firmware, infrav1alpha1.FirmwareBIOS)
 	s.Backend = orDefault(s.Backend, infrav1alpha1.BackendAuto)
 	if s.Disk.Size == nil {
 		s.Disk.Size = ptr.To(resource.MustParse(defaultVMDisk))
@@ -109,6 +119,9 @@ func (c VMConfig) Validate(vm, old *infrav1alpha1.VirtualMachine) field.ErrorLis
 	}
 	if _, err := cloudInitUserData(vm.Spec.CloudInit); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("cloudInit", "sshAuthorizedKeys"), len(vm.Spec.CloudInit.SSHAuthorizedKeys), err.Error()))
+	}
+	if model := vm.Spec.CPUModel; c.KVMResource == "" && (model == "host" || strings.HasPrefix(model, "host,")) {
+		errs = append(errs, field.Invalid(spec.Child("cpuModel"), model, "host passes the node's CPU through, which needs KVM: this operator runs guests in software emulation (no --vm-kvm-resource)"))
 	}
 	for i, p := range vm.Spec.Ports {
 		if len(p.Name) > maxVMPortName || !vmPortName.MatchString(p.Name) {

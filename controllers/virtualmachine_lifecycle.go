@@ -59,9 +59,7 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 	userData, _ := cloudInitUserData(s.CloudInit)
 	launcherCPU := resource.NewMilliQuantity(cpu*1000, resource.DecimalSI)
 	launcherCPU.Add(launcherCPUOverhead)
-	launcherMemory := s.Memory.DeepCopy()
-	launcherMemory.Add(launcherMemoryOverhead)
-	launcherMemory = roundUpMi(launcherMemory)
+	launcherMemory := l.launcherMemory(*s.Memory)
 	ports := make([]any, 0, len(s.Ports))
 	for _, p := range s.Ports {
 		ports = append(ports, map[string]any{"name": p.Name, "port": int64(p.Port), "protocol": orDefault(p.Protocol, "TCP")})
@@ -72,14 +70,27 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 		"cpu":         cpu,
 		"memory":      s.Memory.String(),
 		"image":       s.Image,
+		"firmware":    string(s.Firmware),
+		"cpuModel":    s.CPUModel,
 		"disk":        map[string]any{"size": s.Disk.Size.String(), "storageClassName": deref(s.Disk.StorageClassName)},
 		"cloudInit": map[string]any{"userData": userData,
 			"metaData": fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", vm.UID, vm.Name)},
 		"ports":                      ports,
 		"shutdownGracePeriodSeconds": int64(s.ShutdownGracePeriod.Seconds()),
 		"launcher": map[string]any{"image": l.LauncherImage, "cpu": launcherCPU.String(),
-			"memory": launcherMemory.String(), "kvmResource": l.KVMResource},
+			"memory": launcherMemory.String(), "kvmResource": l.KVMResource, "bootDiskLimit": l.BootDiskLimit.String()},
 	}, nil
+}
+
+// launcherMemory is what the launcher's container may use for a guest of memory: the guest's
+// own plus QEMU's overhead, which depends on whether the guest runs under KVM.
+func (l VirtualMachineLifecycle) launcherMemory(memory resource.Quantity) resource.Quantity {
+	overhead := launcherMemoryOverhead
+	if l.KVMResource == "" {
+		overhead = launcherTCGMemoryOverhead
+	}
+	memory.Add(overhead)
+	return roundUpMi(memory)
 }
 
 // Retain keeps the disk when the reclaim policy is Retain.

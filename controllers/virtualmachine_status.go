@@ -32,17 +32,18 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 			kv = c
 		}
 	}
-	st := vmStatus(vm, len(observed.Children) > 0, kv, pods)
+	st, failure := vmStatus(vm, len(observed.Children) > 0, kv, pods)
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	return engine.StatusResult{Fields: fields}, nil
+	return engine.StatusResult{Fields: fields, Failure: failure}, nil
 }
 
 // vmStatus is the pure phase machine: the VM, whether anything was applied, KubeVirt's VM
-// (kubevirt backend) and the guest's pods in; the status out.
-func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.Unstructured, pods []corev1.Pod) infrav1alpha1.VirtualMachineStatus {
+// (kubevirt backend) and the guest's pods in; the status out, and why the launcher is failing
+// when it is (a crash loop, an image that cannot be pulled).
+func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.Unstructured, pods []corev1.Pod) (infrav1alpha1.VirtualMachineStatus, string) {
 	st := infrav1alpha1.VirtualMachineStatus{Backend: vm.Status.Backend}
 	switch {
 	case st.Backend != "":
@@ -51,10 +52,15 @@ func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.U
 	case applied:
 		st.Backend = infrav1alpha1.BackendPod
 	}
+	var failure string
 	if st.Backend == infrav1alpha1.BackendKubeVirt {
 		st.Phase, st.Message = kubeVirtPhase(kv)
 	} else {
+		st.Restarts, failure = podProblems(pods)
 		st.Phase, st.Message = podPhase(vm.Spec.RunStrategy, pods)
+		if failure != "" && st.Phase != infrav1alpha1.VMStopping {
+			st.Phase, st.Message = infrav1alpha1.VMFailed, "the launcher is failing: "+failure
+		}
 	}
 	if st.Phase == infrav1alpha1.VMRunning {
 		if p := readyPod(livePods(pods)); p != nil {
@@ -62,7 +68,7 @@ func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.U
 		}
 	}
 	st.Status = string(st.Phase)
-	return st
+	return st, failure
 }
 
 // podPhase reads the launcher pod: the run strategy is the kubelet's restart policy, so a pod

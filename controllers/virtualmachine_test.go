@@ -44,10 +44,13 @@ func TestVMStatusPodBackend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: tc.strategy}}
-			if st := vmStatus(vm, true, nil, tc.pods); st.Phase == infrav1alpha1.VMRunning && st.Message != "" {
+			st, failure := vmStatus(vm, true, nil, tc.pods)
+			if st.Phase == infrav1alpha1.VMRunning && st.Message != "" {
 				t.Errorf("a guest with KVM running: message %q, want none", st.Message)
 			}
-			st := vmStatus(vm, true, nil, tc.pods)
+			if failure != "" {
+				t.Errorf("failure %q for a launcher that is not failing", failure)
+			}
 			if st.Phase != tc.want || st.Status != string(tc.want) || st.NodeName != tc.node || st.IP != tc.ip || st.Backend != infrav1alpha1.BackendPod {
 				t.Errorf("status = %+v, want phase %s on %q/%q, backend pod", st, tc.want, tc.node, tc.ip)
 			}
@@ -60,9 +63,53 @@ func TestVMStatusSaysSoftwareEmulation(t *testing.T) {
 	pod := vmPod(corev1.PodRunning, "n1", true, false)
 	pod.Spec.Containers = []corev1.Container{{Name: "launcher", Env: []corev1.EnvVar{{Name: "VM_ACCEL", Value: "tcg"}}}}
 	vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
-	st := vmStatus(vm, true, nil, []corev1.Pod{pod})
+	st, _ := vmStatus(vm, true, nil, []corev1.Pod{pod})
 	if st.Phase != infrav1alpha1.VMRunning || st.Message != SoftwareEmulationMessage {
 		t.Errorf("status = %+v, want Running with %q", st, SoftwareEmulationMessage)
+	}
+}
+
+// A launcher that keeps failing never reaches Failed under restartPolicy Always: the status
+// must not say "booting" for ever, but why, with the restarts and the last exit.
+func TestVMStatusReportsAFailingLauncher(t *testing.T) {
+	crashing := vmPod(corev1.PodRunning, "n1", false, false)
+	crashing.Name = "vm-launcher"
+	crashing.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "launcher", Image: "reg/vm-launcher:1", RestartCount: 4,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "Could not set up host forwarding rule 'tcp:0.0.0.0:22-:22'"}}}}
+	unpullable := vmPod(corev1.PodPending, "n1", false, false)
+	unpullable.Name = "vm-launcher"
+	unpullable.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "boot-disk", Image: "reg/no-such-disk:1",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "reg/no-such-disk:1"`}}}}
+	restartedOnce := vmPod(corev1.PodRunning, "n1", false, false)
+	restartedOnce.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "launcher", RestartCount: 1,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	for _, tc := range []struct {
+		name     string
+		pod      corev1.Pod
+		phase    infrav1alpha1.VirtualMachinePhase
+		restarts int32
+		want     []string
+	}{
+		{"crash loop", crashing, infrav1alpha1.VMFailed, 4, []string{"launcher", "CrashLoopBackOff", "restarted 4 times", "exit 1 (Error)", "host forwarding"}},
+		{"image pull", unpullable, infrav1alpha1.VMFailed, 0, []string{"boot-disk", `"reg/no-such-disk:1"`, "ImagePullBackOff"}},
+		{"restarted, booting again", restartedOnce, infrav1alpha1.VMStarting, 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
+			st, failure := vmStatus(vm, true, nil, []corev1.Pod{tc.pod})
+			if st.Phase != tc.phase || st.Restarts != tc.restarts {
+				t.Errorf("phase %s, restarts %d; want %s, %d", st.Phase, st.Restarts, tc.phase, tc.restarts)
+			}
+			if (failure == "") != (tc.want == nil) {
+				t.Errorf("failure = %q", failure)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(failure, w) || !strings.Contains(st.Message, w) {
+					t.Errorf("failure %q / message %q lacks %q", failure, st.Message, w)
+				}
+			}
+		})
 	}
 }
 
@@ -70,13 +117,13 @@ func TestVMStatusKubeVirtBackend(t *testing.T) {
 	kv := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"printableStatus": "Running"}}}
 	kv.SetGroupVersionKind(kubeVirtVM)
 	vm := &infrav1alpha1.VirtualMachine{}
-	st := vmStatus(vm, true, kv, []corev1.Pod{vmPod(corev1.PodRunning, "n2", true, false)})
+	st, _ := vmStatus(vm, true, kv, []corev1.Pod{vmPod(corev1.PodRunning, "n2", true, false)})
 	if st.Backend != infrav1alpha1.BackendKubeVirt || st.Phase != infrav1alpha1.VMRunning || st.NodeName != "n2" {
 		t.Errorf("status = %+v, want kubevirt, Running on n2", st)
 	}
 	// A backend once recorded is kept, whatever is rendered now.
 	vm.Status.Backend = infrav1alpha1.BackendPod
-	if st := vmStatus(vm, true, kv, nil); st.Backend != infrav1alpha1.BackendPod {
+	if st, _ := vmStatus(vm, true, kv, nil); st.Backend != infrav1alpha1.BackendPod {
 		t.Errorf("backend = %s, want the recorded pod", st.Backend)
 	}
 }
@@ -141,5 +188,25 @@ func TestCloudInitUserData(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// -cpu host passes the node's CPU through, which only KVM can: refused where guests are emulated.
+func TestValidateRefusesHostCPUWithoutKVM(t *testing.T) {
+	for _, tc := range []struct {
+		kvm, model string
+		refused    bool
+	}{
+		{"", "host", true}, {"", "host,pmu=off", true}, {"", "EPYC,+avx2", false}, {"", "", false},
+		{"devices.kubevirt.io/kvm", "host", false},
+	} {
+		cfg := DefaultVMConfig()
+		cfg.KVMResource = tc.kvm
+		vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{CPUModel: tc.model}}
+		cfg.Default(vm)
+		errs := cfg.Validate(vm, nil)
+		if got := len(errs) > 0 && strings.Contains(errs.ToAggregate().Error(), "spec.cpuModel"); got != tc.refused {
+			t.Errorf("kvm %q, cpuModel %q: errors %v, want refused %v", tc.kvm, tc.model, errs, tc.refused)
+		}
 	}
 }

@@ -42,8 +42,20 @@ func SetupVirtualMachineWebhook(mgr ctrl.Manager, cfg VMConfig) error {
 		return fmt.Errorf("creating a discovery client: %w", err)
 	}
 	wh := VirtualMachineWebhook{VMConfig: cfg, KubeVirtServed: func(context.Context) (bool, error) { return kubeVirtServed(dc) }}
-	return ctrl.NewWebhookManagedBy(mgr).For(&infrav1alpha1.VirtualMachine{}).WithDefaulter(wh).WithValidator(wh).Complete()
+	// Registered by hand rather than with ctrl.NewWebhookManagedBy: a VM its Go type cannot
+	// hold ("memory: abc") is refused naming the field (checkDecode) before the handlers decode it.
+	vm, kind := &infrav1alpha1.VirtualMachine{}, infrav1alpha1.GroupVersion.WithKind("VirtualMachine").GroupKind()
+	srv := mgr.GetWebhookServer()
+	srv.Register(vmMutatePath, checkDecode(admission.WithCustomDefaulter(mgr.GetScheme(), vm, wh), kind, vm))
+	srv.Register(vmValidatePath, checkDecode(admission.WithCustomValidator(mgr.GetScheme(), vm, wh), kind, vm))
+	return nil
 }
+
+// The webhooks' paths, as the markers above name them (and controller-runtime would).
+const (
+	vmMutatePath   = "/mutate-infra-cloudspace-dev-v1alpha1-virtualmachine"
+	vmValidatePath = "/validate-infra-cloudspace-dev-v1alpha1-virtualmachine"
+)
 
 func kubeVirtServed(dc discovery.DiscoveryInterface) (bool, error) {
 	list, err := dc.ServerResourcesForGroupVersion(kubeVirtVM.GroupVersion().String())

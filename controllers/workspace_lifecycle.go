@@ -51,6 +51,10 @@ type WorkspaceConfig struct {
 	// IngressAnnotations are set on every workspace Ingress, e.g. cert-manager's
 	// cert-manager.io/cluster-issuer so that the TLS Secret is issued by itself.
 	IngressAnnotations map[string]string
+	// IngressControllerNamespaces are where the ingress controller runs: each workspace's
+	// NetworkPolicy admits them to a workspace with an Ingress. When empty, it admits the
+	// namespaces labelled with the access label instead (infra.cloudspace.dev/workspace-access).
+	IngressControllerNamespaces []string
 	// IDEImage, when set, runs in place of the default IDE image, which the CRD fills in for a
 	// workspace that names none: a mirror of it (OLM's RELATED_IMAGE_WORKSPACE_IDE).
 	IDEImage string
@@ -117,7 +121,8 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 	}
 	if s.Ingress != nil {
 		vals["ingress"] = map[string]any{"host": s.Ingress.Host, "className": deref(s.Ingress.ClassName),
-			"tlsSecretName": orDefault(s.Ingress.TLSSecretName, ws.Name+"-tls"), "annotations": stringMap(l.IngressAnnotations)}
+			"tlsSecretName": orDefault(s.Ingress.TLSSecretName, ws.Name+"-tls"), "annotations": stringMap(l.IngressAnnotations),
+			"controllerNamespaces": stringList(l.IngressControllerNamespaces)}
 	}
 	if len(s.Env) > 0 {
 		env, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
@@ -146,6 +151,15 @@ func stringMap(m map[string]string) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		out[k] = v
+	}
+	return out
+}
+
+// stringList is l as chart values, which hold []any.
+func stringList(l []string) []any {
+	out := make([]any, len(l))
+	for i, v := range l {
+		out[i] = v
 	}
 	return out
 }

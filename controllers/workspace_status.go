@@ -39,18 +39,6 @@ func awaited(phase infrav1alpha1.WorkspacePhase) bool {
 	return phase == infrav1alpha1.WorkspaceRunning || phase == infrav1alpha1.WorkspaceFailed
 }
 
-func podsOf(observed []*unstructured.Unstructured) ([]corev1.Pod, error) {
-	var pods []corev1.Pod
-	for _, o := range observed {
-		var p corev1.Pod
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p); err != nil {
-			return nil, fmt.Errorf("decoding pod %s: %w", o.GetName(), err)
-		}
-		pods = append(pods, p)
-	}
-	return pods, nil
-}
-
 // workspaceStatus is the pure phase machine: the previous status, the pods and the time in,
 // the new status out.
 func workspaceStatus(ws *infrav1alpha1.Workspace, pods []corev1.Pod, now time.Time) infrav1alpha1.WorkspaceStatus {
@@ -131,30 +119,6 @@ func startingPhase(live []corev1.Pod) (infrav1alpha1.WorkspacePhase, string) {
 		return infrav1alpha1.WorkspaceStarting, strings.TrimSpace(strings.Join(reasons, "; "))
 	}
 	return infrav1alpha1.WorkspaceStarting, "waiting for the IDE to become ready on " + p.Spec.NodeName
-}
-
-func livePods(pods []corev1.Pod) []corev1.Pod {
-	var out []corev1.Pod
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func readyPod(pods []corev1.Pod) *corev1.Pod {
-	for i := range pods {
-		if pods[i].Status.Phase != corev1.PodRunning {
-			continue
-		}
-		for _, c := range pods[i].Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return &pods[i]
-			}
-		}
-	}
-	return nil
 }
 
 func readySince(p *corev1.Pod, now time.Time) *metav1.Time {

@@ -32,7 +32,8 @@ const (
 	// ReasonVolumeOwnedByAnotherUser: a Workspace's name is that of an earlier workspace whose
 	// volume was retained, and that volume belongs to another user; it is left untouched.
 	ReasonVolumeOwnedByAnotherUser = "VolumeOwnedByAnotherUser"
-	// ReasonChildFailed: a child reports that it failed (kstatus Failed).
+	// ReasonChildFailed: a child reports that it failed (kstatus Failed), or the pods it runs
+	// do (a container that keeps restarting, an image that cannot be pulled).
 	ReasonChildFailed = "ChildFailed"
 	// ReasonPaused: the CR carries the pause annotation; nothing is reconciled.
 	ReasonPaused = "Paused"

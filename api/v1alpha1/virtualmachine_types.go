@@ -24,7 +24,9 @@ const (
 	VMStopping VirtualMachinePhase = "Stopping"
 	// VMStopped: no guest runs; the disk is kept.
 	VMStopped VirtualMachinePhase = "Stopped"
-	// VMFailed: the guest exited with an error and the run strategy does not restart it.
+	// VMFailed: the guest exited with an error and the run strategy does not restart it, or
+	// its launcher keeps failing (a crash loop, an image that cannot be pulled); status.message
+	// and the Degraded condition say why.
 	VMFailed VirtualMachinePhase = "Failed"
 )
 
@@ -56,6 +58,18 @@ const (
 	BackendPod VMBackend = "pod"
 	// BackendKubeVirt renders a kubevirt.io/v1 VirtualMachine.
 	BackendKubeVirt VMBackend = "kubevirt"
+)
+
+// VMFirmware is the firmware the guest boots with.
+// +kubebuilder:validation:Enum=BIOS;UEFI
+type VMFirmware string
+
+const (
+	// FirmwareBIOS boots the guest with SeaBIOS (legacy BIOS): most cloud images boot with it.
+	FirmwareBIOS VMFirmware = "BIOS"
+	// FirmwareUEFI boots the guest with OVMF (UEFI, without Secure Boot), for UEFI-only images.
+	// Its variables (boot entries) are kept on the VM's disk volume across restarts.
+	FirmwareUEFI VMFirmware = "UEFI"
 )
 
 // VMDisk is the VM's persistent disk: a PersistentVolumeClaim attached as the second disk,
@@ -138,6 +152,19 @@ type VirtualMachineSpec struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// Firmware the guest boots with: BIOS (default) or UEFI (pod backend: OVMF; kubevirt
+	// backend: KubeVirt's EFI firmware).
+	// +kubebuilder:default=BIOS
+	// +optional
+	Firmware VMFirmware `json:"firmware,omitempty"`
+	// CPUModel is the CPU model QEMU shows the guest (pod backend), with optional feature
+	// flags ("Skylake-Server", "EPYC,+avx2"). Default: "host" with KVM (the node's own CPU),
+	// "max" in software emulation. A model the node's CPU cannot provide fails the launcher.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]*(,[-+]?[A-Za-z0-9][-A-Za-z0-9_.=]*)*$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^help(,|$)')",message="help is not a CPU model"
+	// +optional
+	CPUModel string `json:"cpuModel,omitempty"`
 	// RunStrategy says when the VM runs: Always (default), Halted, RerunOnFailure or Manual.
 	// +kubebuilder:default=Always
 	// +optional
@@ -196,6 +223,10 @@ type VirtualMachineStatus struct {
 	// IP is the VM's pod address.
 	// +optional
 	IP string `json:"ip,omitempty"`
+	// Restarts counts the restarts of the launcher's containers in its current pod: a guest
+	// that crashes or a launcher that cannot start shows here (and its last exit in message).
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
 	// Conditions are Ready, Progressing and Degraded.
 	// +optional
 	// +listType=map
@@ -219,6 +250,7 @@ type VirtualMachineStatus struct {
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ip`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VirtualMachine struct {
 	metav1.TypeMeta   `json:",inline"`

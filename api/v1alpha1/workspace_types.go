@@ -73,11 +73,13 @@ type WorkspaceStorage struct {
 
 // WorkspaceGit is a repository cloned into the workspace on its first start.
 type WorkspaceGit struct {
-	// URL of the repository: https, ssh or git@ (plain http is refused: a clone over it can be
-	// tampered with on the way).
+	// URL of the repository, https:// only. ssh:// and git@ URLs are refused: the clone runs
+	// with no SSH key and no known_hosts, so it could only fail. Plain http:// is refused: a
+	// clone over it can be tampered with on the way. The clone has no credentials either: a
+	// private repository is cloned from the IDE's terminal instead.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('ssh://') || self.startsWith('git@')",message="must be an https, ssh or git@ URL"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="must be an https:// URL: ssh:// and git@ URLs are not supported (the clone has no SSH key), nor is plain http:// (a clone over it can be tampered with); the clone has no credentials, so clone a private repository from the IDE's terminal instead"
 	URL string `json:"url"`
 	// Ref is the branch or tag to check out; the repository's default branch when empty.
 	// +kubebuilder:validation:MaxLength=255

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the launcher image's root filesystem without Docker, as the Dockerfile beside this file
 # describes (`make images` wraps it into the image): Debian bookworm's minimal base with QEMU,
-# qemu-img, genisoimage, socat and a static busybox, the qemu user (uid and gid 107), the
+# OVMF, qemu-img, genisoimage, socat and a static busybox, the qemu user (uid and gid 107), the
 # launcher, and the launcher's own tests run inside it under its shells.
 #
 # Usage: sh images/vm-launcher/rootfs.sh OUT.tar   (as root)
@@ -22,7 +22,7 @@ unshare --mount --propagation private mmdebstrap --quiet --variant=minbase \
 	--aptopt='APT::Install-Recommends "false"' \
 	--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
 	--dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
-	--include=qemu-system-x86,qemu-utils,genisoimage,socat,busybox-static \
+	--include=qemu-system-x86,ovmf,qemu-utils,genisoimage,socat,busybox-static \
 	--customize-hook='if chroot "$1" ldd /bin/busybox >/dev/null 2>&1; then echo "/bin/busybox is dynamically linked" >&2; exit 1; fi' \
 	--customize-hook='chroot "$1" groupadd --system --gid 107 qemu' \
 	--customize-hook='chroot "$1" useradd --system --uid 107 --gid 107 --home-dir /var/run/vm --no-create-home --shell /usr/sbin/nologin qemu' \

@@ -109,6 +109,70 @@ check "ports_below 1024" "22 53" "$(ports_below tcp:22,tcp:8080,udp:53 1024)"
 check "ports_below 0" "" "$(ports_below tcp:22 0)"
 check "qemu_escape" "/boot-disk/a,,b.img" "$(qemu_escape /boot-disk/a,b.img)"
 
+# --- VM_CPU_MODEL -> -cpu: host under kvm and max under tcg by default; a model with its
+# feature flags, nothing that could make QEMU do something else (`help` lists the models and
+# exits 0, which the pod would take for a guest that powered off). ERR: refused.
+while read -r accel model want; do
+	[ "$model" != '""' ] || model=
+	got=$(cpu_model "$accel" "$model" 2>/dev/null) || got=ERR
+	check "cpu_model $accel '$model'" "$want" "$got"
+done <<'EOF'
+kvm "" host
+tcg "" max
+kvm host host
+tcg max max
+tcg Skylake-Server-v4 Skylake-Server-v4
+kvm host,pmu=off,host-phys-bits=on host,pmu=off,host-phys-bits=on
+tcg EPYC-Rome,x2apic=off EPYC-Rome,x2apic=off
+tcg qemu64_v1.x qemu64_v1.x
+tcg host ERR
+kvm help ERR
+kvm help,x=y ERR
+tcg ? ERR
+tcg -S ERR
+tcg ,max ERR
+tcg =max ERR
+tcg max,+vmx,-svm max,+vmx,-svm
+kvm EPYC,+avx2 EPYC,+avx2
+tcg +max ERR
+tcg max;reboot ERR
+tcg max$(id) ERR
+tcg max,x=/etc/passwd ERR
+tcg max,x=a:b ERR
+tcg max' ERR
+tcg Haswellé ERR
+EOF
+got=$(cpu_model tcg "max -S" 2>/dev/null) || got=ERR
+check "cpu_model with a space" ERR "$got"
+got=$(cpu_model tcg "$(printf 'max\nhelp')" 2>/dev/null) || got=ERR
+check "cpu_model with a newline" ERR "$got"
+
+# --- The accelerator: TCG's translation cache is bounded (QEMU's default is 1 GiB, or an
+# eighth of the node's memory, whatever the pod's limit).
+check "accel_option kvm" kvm "$(accel_option kvm)"
+check "accel_option tcg" "tcg,tb-size=128" "$(accel_option tcg)"
+
+# --- The SSH port the readiness probe reads a banner from: VM_SSH_PORT, else tcp:22 of VM_PORTS.
+while read -r ports setting want; do
+	[ "$setting" != '""' ] || setting=
+	[ "$want" != '""' ] || want=
+	got=$(ssh_port "$ports" "$setting" 2>/dev/null) || got=ERR
+	check "ssh_port $ports '$setting'" "$want" "$got"
+done <<'EOF'
+tcp:22,udp:53 "" 22
+tcp:8080,tcp:022 "" 22
+udp:22 "" ""
+tcp:2222,udp:53 "" ""
+tcp:2222,udp:53 2222 2222
+tcp:22,tcp:2222 2222 2222
+tcp:22,tcp:2222 02222 2222
+tcp:22 2222 ERR
+udp:2222 2222 ERR
+tcp:22 none ""
+tcp:22 ssh ERR
+tcp:22 -1 ERR
+EOF
+
 # --- Data disk size: 95% of the claim, capped by what the volume can hold (less 64 MiB).
 check "data disk, free space unknown" 9728 "$(data_disk_target_mib 10240 "" 0)"
 check "data disk, roomy volume" 9728 "$(data_disk_target_mib 10240 100000 0)"
@@ -187,18 +251,155 @@ check "seed label" "Volume id: cidata" "$(isoinfo -d -i "$WORK/seed.iso" | grep 
 check "seed user-data" "$(cat "$ci/userdata")" "$(isoinfo -J -i "$WORK/seed.iso" -x /user-data)"
 check "seed meta-data" "instance-id: 1" "$(isoinfo -J -i "$WORK/seed.iso" -x /meta-data)"
 
+# --- `vm-launcher probe`, the readiness probe, run as the kubelet runs it: a command of its own,
+# with the container's environment. With an SSH port it wants an SSH banner from 127.0.0.1:PORT
+# (QEMU's user networking accepts a connection to a forwarded port as soon as QEMU runs, long
+# before the guest's sshd does); without one, cloud-init's final message on the console.
+#
+# listen MODE: a one-connection listener on PROBE_PORT (found free here) that sends an SSH banner
+# (ssh), an HTTP status line (http), closes at once (close) or says nothing (silent).
+cat >"$WORK/listener" <<'EOF'
+#!/bin/sh
+case $1 in
+ssh) printf 'SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n' ;;
+http) printf 'HTTP/1.1 400 Bad Request\r\n' ;;
+close) exit 0 ;;
+esac
+sleep 5
+EOF
+LISTENER_PID=
+listen() {
+	socat "TCP-LISTEN:$PROBE_PORT,bind=127.0.0.1,reuseaddr,fork" "EXEC:sh $WORK/listener $1" 2>/dev/null &
+	LISTENER_PID=$!
+	# Until it listens: a connection that sends nothing and reads nothing.
+	tries=0
+	while [ "$tries" -lt 50 ] && ! socat -u /dev/null "TCP:127.0.0.1:$PROBE_PORT,connect-timeout=1" 2>/dev/null; do
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+}
+unlisten() {
+	kill "$LISTENER_PID" 2>/dev/null
+	wait "$LISTENER_PID" 2>/dev/null || :
+	LISTENER_PID=
+}
+# A port nothing listens on, found by binding it.
+PROBE_PORT=
+p=$((20000 + $$ % 20000))
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	socat "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr" /dev/null 2>/dev/null &
+	sleep 0.2
+	if kill "$!" 2>/dev/null; then
+		wait "$!" 2>/dev/null || :
+		PROBE_PORT=$p
+		break
+	fi
+	p=$((p + 1))
+done
+
+# run_probe [ENV=VALUE...]: runs `vm-launcher probe` under TEST_SHELL, prints its exit status
+# and keeps its output in $WORK/probe.out and its duration in seconds in PROBE_SECONDS_TAKEN.
+run_probe() {
+	started=$(date +%s)
+	status=0
+	# shellcheck disable=SC2086 # "busybox sh" is a command and its argument.
+	env -u VM_LAUNCHER_LIB -u VM_SSH_PORT VM_RUN_DIR="$VM_RUN_DIR" VM_PORTS="tcp:$PROBE_PORT,udp:53" \
+		VM_SSH_PORT="$PROBE_PORT" "$@" $TEST_SHELL "$HERE/vm-launcher" probe >"$WORK/probe.out" 2>&1 || status=$?
+	echo "$(($(date +%s) - started))" >"$WORK/probe.seconds"
+	echo "$status"
+}
+# probe_says NAME TEXT: the probe's output mentions TEXT.
+probe_says() {
+	if grep -q "$2" "$WORK/probe.out"; then
+		check "$1" ok ok
+	else
+		check "$1" "output with '$2'" "$(cat "$WORK/probe.out")"
+	fi
+}
+
+if [ -z "$PROBE_PORT" ]; then
+	check "a free port for the probe tests" found none
+else
+	check "probe: nothing listens" 1 "$(run_probe)"
+	probe_says "probe: nothing listens, says so" "not ready"
+	listen ssh
+	check "probe: SSH banner" 0 "$(run_probe)"
+	unlisten
+	listen close
+	check "probe: accepted and closed (user networking, guest not listening)" 1 "$(run_probe)"
+	probe_says "probe: closed, says why" "without an SSH banner"
+	unlisten
+	listen http
+	check "probe: not SSH" 1 "$(run_probe)"
+	probe_says "probe: not SSH, says what came" "HTTP"
+	unlisten
+	listen silent
+	check "probe: silent port" 1 "$(run_probe)"
+	check "probe: silent port, within 3 s" yes "$([ "$(cat "$WORK/probe.seconds")" -le 3 ] && echo yes)"
+	probe_says "probe: silent, says why" "no SSH banner within"
+	unlisten
+	check "probe: VM_SSH_PORT not among VM_PORTS" 1 "$(run_probe VM_SSH_PORT=2222)"
+	probe_says "probe: VM_SSH_PORT not among VM_PORTS, says so" "VM_SSH_PORT"
+fi
+
+# Without an SSH port: cloud-init's final message on the serial console, as Debian's cloud-final
+# prints it; remembered once seen, for the launcher keeps only the console's last few MiB.
+mkdir -p "$VM_RUN_DIR"
+rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
+check "probe, no SSH port: no console yet" 1 "$(run_probe VM_PORTS=udp:53 VM_SSH_PORT=)"
+probe_says "probe, no SSH port: says what it waits for" "Cloud-init v. ... finished at"
+printf '[   10.1] cloud-init[401]: Cloud-init v. 22.4.2 running '\''init-local'\'' at Mon, 24 Nov 2025 20:00:00 +0000. Up 10.00 seconds.\r\n' >"$VM_RUN_DIR/console.log"
+printf '[   31.2] cloud-init[612]: Cloud-init v. 22.4.2 running '\''modules:final'\'' at Mon, 24 Nov 2025 20:00:21 +0000. Up 31.00 seconds.\r\n' >>"$VM_RUN_DIR/console.log"
+check "probe, no SSH port: cloud-init still running" 1 "$(run_probe VM_PORTS=tcp:2222 VM_SSH_PORT=none)"
+printf '[   32.0] cloud-init[612]: Cloud-init v. 22.4.2 finished at Mon, 24 Nov 2025 20:00:22 +0000. Datasource DataSourceNoCloud [seed=/dev/vdc][dsmode=net].  Up 32.00 seconds\r\n' >>"$VM_RUN_DIR/console.log"
+check "probe, no SSH port: cloud-init finished" 0 "$(run_probe VM_PORTS=tcp:2222 VM_SSH_PORT=none)"
+: >"$VM_RUN_DIR/console.log"
+check "probe, no SSH port: remembered after the log was cut" 0 "$(run_probe VM_PORTS=udp:53 VM_SSH_PORT=)"
+rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
+
 # --- The whole run, against a fake QEMU: it records its arguments, then either exits with
 # FAKE_QEMU_EXIT or, as a guest would, exits 0 once QMP has asked FAKE_QEMU_PRESSES times (1 by
-# default) for system_powerdown: a guest still booting ignores the first presses.
+# default) for system_powerdown: a guest still booting ignores the first presses. Before that,
+# with FAKE_QEMU_STDIN, it reads a line from its input, as the serial console does, and prints
+# it; with FAKE_QEMU_FLOOD=N, it writes N rounds of 5000 bytes to the console's log file (as QEMU
+# does with logappend=on), cloud-init's final message among them, as a guest that prints forever.
 fake=$WORK/bin
 mkdir -p "$fake"
 cat >"$fake/qemu-system-x86_64" <<'EOF'
 #!/bin/sh
 printf '%s\n' "$@" >"$FAKE_QEMU_ARGS"
-[ -z "${FAKE_QEMU_EXIT:-}" ] || exit "$FAKE_QEMU_EXIT"
+sock= log=
 for arg; do
-	case $arg in unix:*) sock=${arg#unix:} ;; esac
+	case $arg in
+	unix:*) sock=${arg#unix:} ;;
+	stdio,*logfile=*)
+		log=${arg#*logfile=}
+		log=${log%%,*}
+		;;
+	esac
 done
+if [ -n "${FAKE_QEMU_STDIN:-}" ]; then
+	IFS= read -r line || line="(nothing)"
+	printf 'fake console read: %s\n' "$line"
+fi
+if [ -n "${FAKE_QEMU_FLOOD:-}" ]; then
+	line=0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789
+	chunk=
+	for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49; do
+		chunk="$chunk$line
+"
+	done
+	round=0
+	while [ "$round" -lt "$FAKE_QEMU_FLOOD" ]; do
+		printf '%s' "$chunk" >>"$log"
+		[ "$round" -ne 3 ] || printf 'cloud-init[612]: Cloud-init v. 22.4.2 finished at Mon, 24 Nov 2025 20:00:22 +0000. Up 32.00 seconds\r\n' >>"$log"
+		sleep 0.05
+		round=$((round + 1))
+	done
+	# The launcher's next look at the log.
+	sleep 0.5
+fi
+[ -z "${FAKE_QEMU_EXIT:-}" ] || exit "$FAKE_QEMU_EXIT"
 presses=0
 while [ "$presses" -lt "${FAKE_QEMU_PRESSES:-1}" ]; do
 	socat -u "UNIX-LISTEN:${sock%%,*}" STDOUT | grep -q '"system_powerdown"' && presses=$((presses + 1))
@@ -208,27 +409,52 @@ EOF
 chmod +x "$fake/qemu-system-x86_64"
 qemu-img create -q -f qcow2 "$boot/z.qcow2" 16M
 
-# run_launcher [SIGNAL]: runs the launcher under TEST_SHELL, signals it once QEMU is up, and
-# prints its exit status.
+# run_launcher [SIGNAL] [VAR=VALUE...]: runs the launcher under TEST_SHELL with the variables
+# given added to its environment and T_STDIN (default /dev/null) as its input, signals it once
+# QEMU is up, and prints its exit status.
 run_launcher() {
+	sig=
+	case ${1:-} in
+	TERM | INT)
+		sig=$1
+		shift
+		;;
+	esac
 	rm -f "$VM_RUN_DIR/qmp.sock" "$WORK/args"
 	# shellcheck disable=SC2086 # "busybox sh" is a command and its argument.
 	env -u VM_LAUNCHER_LIB PATH="$fake:$PATH" FAKE_QEMU_ARGS="$WORK/args" VM_POWERDOWN_REPEAT_SECONDS=1 \
 		VM_BOOT_DIR="$boot" VM_DATA_DIR="$DATA_DIR" VM_CLOUD_INIT_DIR="$ci" VM_RUN_DIR="$VM_RUN_DIR" \
 		VM_CPUS="${T_CPUS:-2}" VM_MEMORY=2G VM_ACCEL=tcg VM_DATA_DISK_SIZE=200Mi VM_PORTS=tcp:2222,udp:5353 \
-		$TEST_SHELL "$HERE/vm-launcher" >"$WORK/out" 2>&1 &
+		"$@" $TEST_SHELL "$HERE/vm-launcher" <"${T_STDIN:-/dev/null}" >"$WORK/out" 2>&1 &
 	pid=$!
-	if [ -n "${1:-}" ]; then
+	if [ -n "$sig" ]; then
 		tries=0
 		while [ ! -S "$VM_RUN_DIR/qmp.sock" ] && [ "$tries" -lt 100 ]; do
 			sleep 0.1
 			tries=$((tries + 1))
 		done
-		kill "-$1" "$pid"
+		kill "-$sig" "$pid"
 	fi
 	status=0
 	wait "$pid" || status=$?
 	echo "$status"
+}
+
+# has_arg NAME WANT: QEMU's last arguments, one line each, contain WANT.
+has_arg() {
+	args=$(tr '\n' ' ' <"$WORK/args" 2>/dev/null)
+	case $args in
+	*"$2"*) check "$1" ok ok ;;
+	*) check "$1" "present: $2" "missing from: $args" ;;
+	esac
+}
+# lacks_arg NAME UNWANTED: they do not.
+lacks_arg() {
+	args=$(tr '\n' ' ' <"$WORK/args" 2>/dev/null)
+	case $args in
+	*"$2"*) check "$1" "absent: $2" "present in: $args" ;;
+	*) check "$1" ok ok ;;
+	esac
 }
 
 check "SIGTERM: guest powered off, exit 0" 0 "$(run_launcher TERM)"
@@ -237,21 +463,17 @@ grep -q 'asked the guest to power off' "$WORK/out" || {
 	echo "FAIL SIGTERM log:"
 	cat "$WORK/out"
 }
-args=$(tr '\n' ' ' <"$WORK/args")
-for want in "-machine q35" "-accel tcg" "-cpu max" "-smp 2" "-m 1908M" "-nographic" \
-	"-serial stdio" "-qmp unix:$VM_RUN_DIR/qmp.sock,server=on,wait=off" \
+for want in "-machine q35" "-accel tcg,tb-size=128" "-cpu max" "-smp 2" "-m 1908M" "-nographic" \
+	"-chardev stdio,id=console,signal=off,logfile=$VM_RUN_DIR/console.log,logappend=on" \
+	"-serial chardev:console" "-qmp unix:$VM_RUN_DIR/qmp.sock,server=on,wait=off" \
 	"user,id=net0,hostfwd=tcp:0.0.0.0:2222-:2222,hostfwd=udp:0.0.0.0:5353-:5353" \
 	"file=$boot/z.qcow2,format=qcow2" "file=$disk,format=raw" \
 	"file=$VM_RUN_DIR/seed.iso,format=raw,readonly=on" "-action panic=exit-failure"; do
-	case $args in
-	*"$want"*) check "qemu args: $want" ok ok ;;
-	*) check "qemu args: $want" present "missing from: $args" ;;
-	esac
+	has_arg "qemu args: $want" "$want"
 done
-case $args in
-*-no-reboot*) check "no -no-reboot" absent present ;;
-*) check "no -no-reboot" absent absent ;;
-esac
+lacks_arg "no -no-reboot" "-no-reboot"
+lacks_arg "no firmware flash by default (bios)" "if=pflash"
+lacks_arg "serial console not on plain stdio" "-serial stdio"
 
 FAKE_QEMU_PRESSES=3
 export FAKE_QEMU_PRESSES
@@ -268,6 +490,74 @@ unset FAKE_QEMU_EXIT
 
 got=$(T_CPUS=0 run_launcher)
 check "VM_CPUS=0 refused" 1 "$got"
+
+# --- The serial console reads the launcher's input: `kubectl attach -it` types into the guest.
+# (A command started with & reads /dev/null unless told otherwise.)
+printf 'root\n' >"$WORK/stdin"
+got=$(T_STDIN=$WORK/stdin run_launcher FAKE_QEMU_EXIT=0 FAKE_QEMU_STDIN=1)
+check "console input: launcher exit" 0 "$got"
+check "console input reaches QEMU" "fake console read: root" "$(grep '^fake console read' "$WORK/out")"
+
+# --- The console log the probe reads: emptied at each start (a previous run's log must not make
+# this boot ready), and kept below VM_CONSOLE_LOG_MAX_BYTES (plus one older part) however much the
+# guest prints; cloud-init's final message is remembered before the log is cut.
+printf 'Cloud-init v. 1 finished at then\n' >"$VM_RUN_DIR/console.log"
+printf 'old\n' >"$VM_RUN_DIR/console.log.1"
+: >"$VM_RUN_DIR/cloud-init-finished"
+run_launcher FAKE_QEMU_EXIT=0 >/dev/null
+check "console log: previous run's removed" absent "$([ -s "$VM_RUN_DIR/console.log" ] || [ -e "$VM_RUN_DIR/console.log.1" ] || echo absent)"
+check "console log: previous readiness forgotten" absent "$([ -e "$VM_RUN_DIR/cloud-init-finished" ] || echo absent)"
+rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
+got=$(run_launcher FAKE_QEMU_EXIT=0 FAKE_QEMU_FLOOD=40 VM_CONSOLE_LOG_MAX_BYTES=20000 VM_CONSOLE_LOG_CHECK_SECONDS=0.1)
+check "console log flood: launcher exit" 0 "$got"
+size=$(stat -c %s "$VM_RUN_DIR/console.log" 2>/dev/null) || size=missing
+check "console log flood: log bounded (200000 bytes written)" yes "$([ "$size" != missing ] && [ "$size" -le 40000 ] && echo yes || echo "$size bytes")"
+size=$(stat -c %s "$VM_RUN_DIR/console.log.1" 2>/dev/null) || size=missing
+check "console log flood: cut once past the limit, older part kept" yes "$([ "$size" != missing ] && [ "$size" -gt 20000 ] && [ "$size" -le 40000 ] && echo yes || echo "$size bytes")"
+check "console log flood: cloud-init's message remembered" yes "$([ -e "$VM_RUN_DIR/cloud-init-finished" ] && echo yes)"
+rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
+
+# --- VM_CPU_MODEL.
+got=$(run_launcher FAKE_QEMU_EXIT=0 VM_CPU_MODEL=Haswell-v4,pmu=off)
+check "VM_CPU_MODEL: exit" 0 "$got"
+has_arg "VM_CPU_MODEL: -cpu" "-cpu Haswell-v4,pmu=off -"
+got=$(run_launcher FAKE_QEMU_EXIT=0 VM_CPU_MODEL=help)
+check "VM_CPU_MODEL=help refused" 1 "$got"
+check "VM_CPU_MODEL=help: QEMU not started" absent "$([ -e "$WORK/args" ] || echo absent)"
+
+# --- VM_SSH_PORT must name a forwarded tcp port: the launcher refuses to start otherwise.
+check "VM_SSH_PORT not forwarded: refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_SSH_PORT=22)"
+check "VM_SSH_PORT forwarded" 0 "$(run_launcher FAKE_QEMU_EXIT=0 VM_SSH_PORT=2222)"
+
+# --- VM_FIRMWARE=uefi: OVMF's code read-only, and the guest's own variable store on the data
+# volume, made once from the template so that its boot entries survive restarts.
+ovmf=$WORK/ovmf
+mkdir -p "$ovmf"
+printf 'code' >"$ovmf/OVMF_CODE_4M.fd"
+printf 'vars template' >"$ovmf/OVMF_VARS_4M.fd"
+vars=$DATA_DIR/efivars.fd
+rm -f "$vars"
+got=$(run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=uefi VM_OVMF_DIR="$ovmf")
+check "uefi: exit" 0 "$got"
+has_arg "uefi: code flash, read-only" "-drive if=pflash,format=raw,unit=0,readonly=on,file=$ovmf/OVMF_CODE_4M.fd "
+has_arg "uefi: variable store flash" "-drive if=pflash,format=raw,unit=1,file=$vars "
+check "uefi: variables from the template" "vars template" "$(cat "$vars" 2>/dev/null)"
+# The guest writes a boot entry (the flash keeps its size): the next start keeps it.
+printf 'VARS' | dd of="$vars" conv=notrunc 2>/dev/null
+run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=uefi VM_OVMF_DIR="$ovmf" >/dev/null
+check "uefi: variables kept across starts" "VARS template" "$(cat "$vars" 2>/dev/null)"
+has_arg "uefi: second start, same store" "-drive if=pflash,format=raw,unit=1,file=$vars "
+# A template of another size (a firmware upgrade): QEMU would refuse the old store.
+printf 'a new, larger variables template' >"$ovmf/OVMF_VARS_4M.fd"
+run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=uefi VM_OVMF_DIR="$ovmf" >/dev/null
+check "uefi: store of another size replaced" "a new, larger variables template" "$(cat "$vars" 2>/dev/null)"
+check "uefi: old store kept aside" "VARS template" "$(cat "$vars.old" 2>/dev/null)"
+check "uefi: firmware missing" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=uefi VM_OVMF_DIR="$WORK/nowhere")"
+check "VM_FIRMWARE=efi refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=efi)"
+got=$(run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=bios VM_OVMF_DIR="$ovmf")
+check "bios: exit" 0 "$got"
+lacks_arg "bios: no flash" "if=pflash"
+rm -f "$vars" "$vars.old"
 
 printf '%s passed, %s failed\n' "$PASS" "$FAIL"
 [ "$FAIL" -eq 0 ]

@@ -51,6 +51,10 @@ type StatusResult struct {
 	// children are ready (the first status of a generation waits for them up to the first
 	// status delay): for a status someone is waiting to read, like a workspace now Running.
 	Prompt bool
+	// Failure, when set, says the resource is failing in a way kstatus cannot see in its
+	// children (a container that keeps restarting, an image that cannot be pulled): the
+	// resource is then Degraded (ReasonChildFailed) with this message, as for a failed child.
+	Failure string
 }
 
 // PodObserver is implemented by lifecycles whose status needs the pods that the chart's

@@ -108,6 +108,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
 	s.fields, s.progress, s.prompt = res.Fields, res.Progress, res.Prompt
+	s.outcome.workloadFailure = res.Failure
 	return res.RequeueAfter, nil
 }
 
@@ -132,8 +133,10 @@ type outcome struct {
 	reason string
 	// children are the live children after apply.
 	children []*unstructured.Unstructured
-	paused   bool
-	deleting bool
+	// workloadFailure is the kind's own finding of a failure (StatusResult.Failure).
+	workloadFailure string
+	paused          bool
+	deleting        bool
 }
 
 // failure records err with the reason that classifies it.
@@ -188,6 +191,9 @@ func summarize(o outcome) (ready, progressing, degraded cond) {
 		return cond{f, o.reason, msg}, cond{f, o.reason, msg}, cond{t, o.reason, msg}
 	}
 	failed, waiting := childProblems(o.children)
+	if o.workloadFailure != "" {
+		failed = append(failed, o.workloadFailure)
+	}
 	switch {
 	case len(failed) > 0:
 		msg := strings.Join(failed, "; ")

@@ -37,6 +37,7 @@ func TestSetConditions(t *testing.T) {
 		{"all current", outcome{children: []*unstructured.Unstructured{readyDS}}, "True", "False", "False", infrav1alpha1.ReasonReconciled},
 		{"rolling out", outcome{children: []*unstructured.Unstructured{readyDS, rollingDS}}, "False", "True", "False", infrav1alpha1.ReasonApplying},
 		{"render failed", outcome{err: &render.TemplateError{Err: errors.New("boom")}, reason: infrav1alpha1.ReasonRenderFailed}, "False", "False", "True", infrav1alpha1.ReasonRenderFailed},
+		{"workload failing", outcome{children: []*unstructured.Unstructured{rollingDS}, workloadFailure: "container c: CrashLoopBackOff"}, "False", "False", "True", infrav1alpha1.ReasonChildFailed},
 		{"paused", outcome{paused: true}, "False", "False", "False", infrav1alpha1.ReasonPaused},
 		{"deleting", outcome{deleting: true}, "False", "True", "False", infrav1alpha1.ReasonDeleting},
 	}

@@ -34,7 +34,8 @@ const (
 	ExitNotInstalled = 4
 	// ExitNotFound: the resource or workspace does not exist.
 	ExitNotFound = 5
-	// ExitDenied: the workspace API refused the token, or the workspace is another user's.
+	// ExitDenied: the workspace API refused the token, or the workspace is another user's, or
+	// the cluster refused a right ws open's port-forward needs.
 	ExitDenied = 6
 )
 
@@ -78,10 +79,13 @@ type globals struct {
 	kube   *genericclioptions.ConfigFlags
 	output string
 	stdout io.Writer
+	// stderr takes what must stay out of stdout while it is parsed, e.g. ws open's note
+	// that it keeps forwarding.
+	stderr io.Writer
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{kube: genericclioptions.NewConfigFlags(true), stdout: stdout}
+	g := &globals{kube: genericclioptions.NewConfigFlags(true), stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "kubectl-cloudspace",
 		Short: "See what the Cloudspace operator serves and made, and use your workspaces",
@@ -90,9 +94,12 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
   kubectl cloudspace kinds                  the kinds the operator serves, with counts by readiness
   kubectl cloudspace tree KIND NAME         a resource, its children and why one is not ready
   kubectl cloudspace ws list|start|stop|open your workspaces, through the workspace API
+  kubectl cloudspace ws open NAME           its URL and password; without an Ingress, forwards
+                                            a local port to it (http://127.0.0.1:PORT/)
 
 Exit codes: 0 done, 1 failed (unreachable, refused), 2 bad usage, 3 not ready (tree),
-4 the operator's CRDs are not installed, 5 not found, 6 token refused or not your workspace.`,
+4 the operator's CRDs are not installed, 5 not found, 6 refused: the token, not your
+workspace, or a Kubernetes right ws open's port-forward needs.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {

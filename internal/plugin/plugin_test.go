@@ -95,6 +95,8 @@ func TestMainExitCodes(t *testing.T) {
 		{[]string{"tree", "gd"}, ExitUsage, "accepts 2 arg"},
 		{[]string{"ws", "list"}, ExitUsage, "no workspace API address"},
 		{[]string{"ws", "list", "--api", "127.0.0.1:1"}, ExitUsage, "no API token"},
+		{[]string{"ws", "open", "x", "--port", "70000"}, ExitUsage, "--port 70000"},
+		{[]string{"ws", "open", "x", "--address", "my-host"}, ExitUsage, "use an IP address or localhost"},
 	} {
 		var out, errOut bytes.Buffer
 		t.Setenv(EnvAPI, "")

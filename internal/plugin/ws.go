@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -56,8 +55,7 @@ as the user whose token you give: the API shows and changes only workspaces you 
 		o.startCommand(),
 		&cobra.Command{Use: "stop NAME", Short: "Stop a workspace (its volume is kept)", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error { return o.stop(cmd.Context(), args[0]) }},
-		&cobra.Command{Use: "open NAME", Short: "Print a workspace's URL and password", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error { return o.open(cmd.Context(), args[0]) }},
+		o.openCommand(),
 	)
 	return cmd
 }
@@ -193,23 +191,5 @@ func (o *wsOptions) printOne(ctx context.Context, f func(context.Context, worksp
 	return o.print(ws, func(w *tabwriter.Writer) {
 		row(w, "NAMESPACE", "NAME", "PHASE", "RUNNING", "MESSAGE")
 		row(w, ws.GetNamespace(), ws.GetName(), ws.GetPhase(), ws.GetRunning(), ws.GetMessage())
-	})
-}
-
-// open prints what it takes to use the IDE: where it is, and its password.
-func (o *wsOptions) open(ctx context.Context, name string) error {
-	var access *workspacev1.WorkspaceAccess
-	err := o.call(ctx, func(ctx context.Context, c workspacev1.WorkspaceServiceClient) error {
-		var err error
-		access, err = c.GetAccess(ctx, o.ref(name))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return o.print(access, func(w *tabwriter.Writer) {
-		row(w, "URL:", access.GetUrl())
-		row(w, "Password:", access.GetPassword())
-		row(w, "Rotation:", fmt.Sprint(access.GetRotation()))
 	})
 }

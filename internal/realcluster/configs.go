@@ -87,6 +87,9 @@ var overriddenSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel
 // and /var/lib, runc from Debian with cgroupfs, the CNI network, the pause image from the
 // registry, and the registry's CA. restrict_oom_score_adj: this machine grants no
 // CAP_SYS_RESOURCE, and runc fails every sandbox that lowers its oom_score_adj.
+// enable_unprivileged_ports and _icmp false: what containerd 1.x (and many clusters) do, so a
+// pod that binds a port below 1024 as non-root without asking for it fails here as it would
+// there (containerd 2 defaults to true, which hid the VM launcher's SSH forward failing).
 func (l Layout) containerdConfig() string {
 	return fmt.Sprintf(`version = 3
 root = "/var/lib/containerd"
@@ -107,6 +110,8 @@ state = "/run/containerd"
 
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
+  enable_unprivileged_ports = false
+  enable_unprivileged_icmp = false
   enable_cdi = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/usr/lib/cni"]

@@ -13,8 +13,8 @@ type WorkspaceCase struct {
 }
 
 // WorkspaceCases are the cases: quantities must be positive and under the CRD's ceilings,
-// images free of white space and control characters, git URLs https, ssh or git@, ports
-// 1024–65535.
+// images free of white space and control characters, git URLs https:// only (the clone has no
+// SSH key for ssh:// or git@), ports 1024–65535.
 var WorkspaceCases = []WorkspaceCase{
 	{"cpu", "spec.resources.cpu", "500m", true},
 	{"cpu", "spec.resources.cpu", "0", false},
@@ -31,8 +31,8 @@ var WorkspaceCases = []WorkspaceCase{
 	{"image", "spec.image", "code\tserver", false},
 	{"image", "spec.image", "code\x01server", false},
 	{"git_url", "spec.git.url", "https://example.com/a/b.git", true},
-	{"git_url", "spec.git.url", "ssh://git@example.com/a/b.git", true},
-	{"git_url", "spec.git.url", "git@example.com:a/b.git", true},
+	{"git_url", "spec.git.url", "ssh://git@example.com/a/b.git", false},
+	{"git_url", "spec.git.url", "git@example.com:a/b.git", false},
 	{"git_url", "spec.git.url", "http://example.com/a/b.git", false},
 	{"git_url", "spec.git.url", "file:///etc", false},
 	{"port", "spec.port", "8080", true},

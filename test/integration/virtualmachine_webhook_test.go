@@ -138,3 +138,39 @@ func TestVirtualMachineUpdatesKeepTheRules(t *testing.T) {
 		}
 	}
 }
+
+// TestVirtualMachineUndecodableValuesNameTheField: a value the VM's Go type cannot hold (a
+// quantity or a duration that is not one, a fraction where a whole number belongs) reaches the
+// mutating webhook before the CRD's schema is checked, and its decoder refused it without
+// saying where ("quantities must match the regular expression ..."). The refusal names each
+// such field as every other refusal does.
+func TestVirtualMachineUndecodableValuesNameTheField(t *testing.T) {
+	ns := newNamespace(t)
+	for i, tc := range []struct {
+		name string
+		spec map[string]any
+		want []string
+	}{
+		{"memory not a quantity", map[string]any{"memory": "abc"},
+			[]string{`spec.memory: Invalid value: "abc": quantities must match the regular expression`}},
+		{"disk size not a quantity", map[string]any{"disk": map[string]any{"size": "big"}},
+			[]string{`spec.disk.size: Invalid value: "big": quantities must match the regular expression`}},
+		{"grace period not a duration", map[string]any{"shutdownGracePeriod": "soon"},
+			[]string{`spec.shutdownGracePeriod: Invalid value: "soon": time: invalid duration`}},
+		{"cpu a fraction", map[string]any{"cpu": 1.5}, []string{`spec.cpu: Invalid value: 1.5: `}},
+		{"two fields at once", map[string]any{"memory": "abc", "disk": map[string]any{"size": "big"}},
+			[]string{`spec.memory: Invalid value: "abc": `, `spec.disk.size: Invalid value: "big": `}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := k8sClient.Create(context.Background(), newVM(ns, fmt.Sprintf("undecodable-%d", i), tc.spec))
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("got %v; want Invalid", err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("got %v; want it to say %q", err, want)
+				}
+			}
+		})
+	}
+}

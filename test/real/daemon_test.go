@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -141,4 +142,33 @@ func ready(conditions []metav1.Condition, generation int64) bool {
 		}
 	}
 	return false
+}
+
+// checkUnpullableDaemon: a DaemonSet whose image cannot be pulled only ever says "not ready";
+// the GenericDaemon's Degraded condition names the image and the kubelet's reason.
+func checkUnpullableDaemon(t *testing.T) {
+	ctx := context.Background()
+	image := env["REGISTRY"] + "/no-such-daemon:1"
+	gd := &infrav1alpha1.GenericDaemon{
+		ObjectMeta: metav1.ObjectMeta{Name: "unpullable-daemon", Namespace: testNS},
+		Spec:       infrav1alpha1.GenericDaemonSpec{Image: image, Label: "logs"},
+	}
+	if err := k8sClient.Create(ctx, gd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), gd) })
+	waitFor(t, 2*time.Minute, "GenericDaemon "+gd.Name+" Degraded, naming its image", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(gd), gd); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(gd.Status.Conditions, infrav1alpha1.ConditionDegraded)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("conditions %v", gd.Status.Conditions)
+		}
+		if !strings.Contains(c.Message, `"`+image+`"`) || !strings.Contains(c.Message, "ImagePull") {
+			return fmt.Errorf("Degraded says %q: no image or pull reason", c.Message)
+		}
+		t.Logf("Degraded: %s", c.Message)
+		return nil
+	})
 }

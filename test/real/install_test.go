@@ -52,6 +52,10 @@ func TestOperatorSDKInstall(t *testing.T) {
 	t.Run("admission webhooks answer through their Service", checkWebhooks)
 	t.Run("the gRPC API answers through its Service", func(t *testing.T) { checkGRPC(t, api) })
 	t.Run("a GenericDaemon's pods run on the node", checkGenericDaemon)
+	t.Run("a GenericDaemon whose image cannot be pulled says so", checkUnpullableDaemon)
+	t.Run("a workspace opens in a browser, its files survive a restart", func(t *testing.T) { checkWorkspace(t, api) })
+	t.Run("a non-root pod binds port 22 only with the unprivileged-port sysctl", checkPortSysctl)
+	t.Run("a VM boots, answers SSH with its user's key, halts and keeps its disk", checkVirtualMachine)
 	t.Run("scorecard passes, its tests run in pods", checkScorecard)
 	t.Run("run bundle-upgrade writes nothing to what the operator serves", checkUpgrade)
 	t.Run("operator-sdk cleanup leaves no operator pod", func(t *testing.T) {
@@ -70,7 +74,9 @@ func TestOperatorSDKInstall(t *testing.T) {
 // certificate.
 type apiAccess struct {
 	user, token string
-	ca          string
+	// other is another user's token.
+	other string
+	ca    string
 }
 
 // grpcService is the API's Service; its certificate names it.
@@ -82,16 +88,17 @@ const grpcService = "cloudspace-operator-controller-manager-grpc"
 func prepareOperatorNamespace(t *testing.T) apiAccess {
 	t.Helper()
 	ensureNamespace(t, operatorNS)
-	tls, err := devwebhook.IssueFor(t.TempDir(), time.Hour, grpcService+"."+operatorNS+".svc")
+	// localhost too: a user outside the cluster reaches the API through kubectl port-forward.
+	tls, err := devwebhook.IssueFor(t.TempDir(), time.Hour, grpcService+"."+operatorNS+".svc", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := apiAccess{user: "alice", token: randomToken(t), ca: tls.CA}
+	api := apiAccess{user: "alice", token: randomToken(t), other: randomToken(t), ca: tls.CA}
 	cert, _ := os.ReadFile(tls.Cert)
 	key, _ := os.ReadFile(tls.Key)
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "cloudspace-api-tokens", Namespace: operatorNS},
-			StringData: map[string]string{api.user: api.token}},
+			StringData: map[string]string{api.user: api.token, "bob": api.other}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "cloudspace-api-tls", Namespace: operatorNS}, Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key}},
 	} {

@@ -1,0 +1,93 @@
+package controllers
+
+import (
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
+)
+
+// renderLauncherPod renders the VM chart's pod backend for spec under cfg.
+func renderLauncherPod(t *testing.T, cfg VMConfig, spec string) *corev1.Pod {
+	t.Helper()
+	chart, err := render.Load(filepath.Join("..", "helm-charts", "virtualmachine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &unstructured.Unstructured{}
+	doc := "apiVersion: infra.cloudspace.dev/v1alpha1\nkind: VirtualMachine\nmetadata: {name: v, namespace: vms, uid: 7a0c1f6e-0000-4000-8000-00000000000a}\nspec: " + spec
+	if err := yaml.Unmarshal([]byte(doc), &cr.Object); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := engine.Preview(chart, VirtualMachineLifecycle{VMConfig: cfg}, cr, goldenCaps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Pod" {
+			p := &corev1.Pod{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+	}
+	t.Fatal("the chart rendered no launcher pod")
+	return nil
+}
+
+// TestLauncherPodRunsAsARealNodeNeeds holds what running the launcher on real nodes taught.
+func TestLauncherPodRunsAsARealNodeNeeds(t *testing.T) {
+	cases := []struct {
+		name        string
+		kvm         string
+		wantMemory  string
+		wantEnvAccl string
+	}{
+		// Software emulation: a 1Gi guest was OOM-killed with 256Mi of overhead.
+		{"software emulation", "", "1536Mi", "tcg"},
+		{"kvm", "devices.kubevirt.io/kvm", "1280Mi", "kvm"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultVMConfig()
+			cfg.KVMResource = tc.kvm
+			pod := renderLauncherPod(t, cfg, "{memory: 1Gi, firmware: UEFI, cpuModel: 'EPYC,+avx2'}")
+			c := pod.Spec.Containers[0]
+			if got := c.Resources.Limits[corev1.ResourceMemory]; got.Cmp(resource.MustParse(tc.wantMemory)) != 0 {
+				t.Errorf("memory limit %s, want %s", got.String(), tc.wantMemory)
+			}
+			if envValue(c, "VM_ACCEL") != tc.wantEnvAccl || envValue(c, "VM_FIRMWARE") != "uefi" || envValue(c, "VM_CPU_MODEL") != "EPYC,+avx2" {
+				t.Errorf("env = %v", c.Env)
+			}
+			// Port 22 is forwarded as uid 107: only the pod's sysctl lets a non-root process
+			// bind it (containerd 1.x does not set it; a capability is never effective).
+			sysctls := pod.Spec.SecurityContext.Sysctls
+			if len(sysctls) != 1 || sysctls[0].Name != "net.ipv4.ip_unprivileged_port_start" || sysctls[0].Value != "0" {
+				t.Errorf("sysctls = %v, want net.ipv4.ip_unprivileged_port_start=0", sysctls)
+			}
+			if c.SecurityContext.Capabilities != nil && len(c.SecurityContext.Capabilities.Add) > 0 {
+				t.Errorf("capabilities added %v: a non-root container never has them effective", c.SecurityContext.Capabilities.Add)
+			}
+			// QEMU's user network accepts a TCP connection at once: readiness asks the guest.
+			if p := c.ReadinessProbe; p == nil || p.Exec == nil || p.TCPSocket != nil {
+				t.Errorf("readiness probe %+v, want the launcher's exec probe", p)
+			}
+			if !c.Stdin || !c.TTY {
+				t.Error("the console takes no input: stdin and tty must be set for kubectl attach")
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.Name == "boot-disk" && (v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(cfg.BootDiskLimit) != 0) {
+					t.Errorf("boot-disk volume %+v, want an emptyDir limited to %s", v, cfg.BootDiskLimit.String())
+				}
+			}
+		})
+	}
+}

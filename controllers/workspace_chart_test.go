@@ -1,0 +1,154 @@
+package controllers
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
+)
+
+// renderWorkspace renders the workspace chart for spec, as an operator with cfg would.
+func renderWorkspace(t *testing.T, cfg WorkspaceConfig, spec string) []*unstructured.Unstructured {
+	t.Helper()
+	chart, err := render.Load(filepath.Join("..", "helm-charts", "workspace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &unstructured.Unstructured{}
+	doc := "apiVersion: infra.cloudspace.dev/v1alpha1\nkind: Workspace\nmetadata: {name: w, namespace: ides, uid: 7a0c1f6e-0000-4000-8000-000000000009}\nspec: " + spec
+	if err := yaml.Unmarshal([]byte(doc), &cr.Object); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := engine.Preview(chart, WorkspaceLifecycle{WorkspaceConfig: cfg}, cr, goldenCaps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// renderIDEPod renders the workspace chart for spec and returns the IDE Deployment's pod.
+func renderIDEPod(t *testing.T, spec string) corev1.PodSpec {
+	t.Helper()
+	for _, o := range renderWorkspace(t, goldenWorkspaceConfig, spec) {
+		if o.GetKind() == "Deployment" {
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d); err != nil {
+				t.Fatal(err)
+			}
+			return d.Spec.Template.Spec
+		}
+	}
+	t.Fatal("the chart rendered no Deployment")
+	return corev1.PodSpec{}
+}
+
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// runInitContainer runs c's shell script on this machine, with HOME (and the mount of the home
+// volume) moved to home: what the container does to the volume, for real.
+func runInitContainer(t *testing.T, c corev1.Container, home string, extraEnv ...string) {
+	t.Helper()
+	if len(c.Command) != 2 || c.Command[1] != "-c" || len(c.Args) != 1 {
+		t.Fatalf("init container %s is not `sh -c SCRIPT`: %v %v", c.Name, c.Command, c.Args)
+	}
+	cmd := exec.Command("sh", "-c", c.Args[0])
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, extraEnv...)
+	for _, e := range c.Env {
+		if e.Name != "HOME" {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("init container %s failed: %v\n%s", c.Name, err, out)
+	}
+}
+
+// TestIDEOpensAFolderThatExists: code-server is told to open ~/project, and shows "Workspace
+// does not exist" when the folder is missing, which it is on a fresh volume without git.
+func TestIDEOpensAFolderThatExists(t *testing.T) {
+	origin := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"}} {
+		if out, err := exec.Command("git", append([]string{"-C", origin}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	cases := map[string]string{
+		"no repository":   "{owner: alice}",
+		"with repository": "{owner: alice, git: {url: 'https://example.com/a.git', ref: main}}",
+	}
+	for name, spec := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := renderIDEPod(t, spec)
+			ide := pod.Containers[0]
+			if got := envValue(ide, "HOME"); got != "/home/coder" {
+				t.Errorf("the IDE's HOME is %q, want /home/coder (an image without a home entry for uid 1000 fails on mkdir '/.config')", got)
+			}
+			folder := ide.Args[len(ide.Args)-1]
+			if len(pod.InitContainers) != 1 {
+				t.Fatalf("want one init container that prepares %s, got %d", folder, len(pod.InitContainers))
+			}
+			init := pod.InitContainers[0]
+			if envValue(init, "HOME") != "/home/coder" || init.VolumeMounts[0].MountPath != "/home/coder" {
+				t.Fatalf("the init container's HOME or mount is not the IDE's home: %+v", init)
+			}
+			home := t.TempDir()
+			// The clone reads the local repository in place of the workspace's URL.
+			runInitContainer(t, init, home, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url."+origin+".insteadOf", "GIT_CONFIG_VALUE_0=https://example.com/a.git")
+			rel, _ := filepath.Rel("/home/coder", folder)
+			if fi, err := os.Stat(filepath.Join(home, rel)); err != nil || !fi.IsDir() {
+				t.Fatalf("after the init container, the IDE's folder %s does not exist (%v)", folder, err)
+			}
+			// A second start finds the folder (and the checkout) and leaves it alone.
+			runInitContainer(t, init, home, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url."+origin+".insteadOf", "GIT_CONFIG_VALUE_0=https://example.com/a.git")
+		})
+	}
+}
+
+// TestNetworkPolicyAdmitsTheIngressController: with the controller's namespace configured, a
+// workspace's NetworkPolicy admits it by the namespace's name, which every namespace carries,
+// and not only namespaces someone labelled (which nothing told them to do).
+func TestNetworkPolicyAdmitsTheIngressController(t *testing.T) {
+	cfg := goldenWorkspaceConfig
+	cfg.IngressControllerNamespaces = []string{"ingress-nginx", "gateways"}
+	for _, o := range renderWorkspace(t, cfg, "{owner: alice, ingress: {host: a.example.com}}") {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		np := &networkingv1.NetworkPolicy{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, np); err != nil {
+			t.Fatal(err)
+		}
+		for _, peer := range np.Spec.Ingress[0].From {
+			sel := peer.NamespaceSelector
+			if sel == nil {
+				continue
+			}
+			want := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: cfg.IngressControllerNamespaces}
+			if len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 1 || !equality.Semantic.DeepEqual(sel.MatchExpressions[0], want) {
+				t.Errorf("namespace selector = %+v, want only %+v", sel, want)
+			}
+			return
+		}
+		t.Fatalf("the NetworkPolicy admits no namespace: %+v", np.Spec.Ingress)
+	}
+	t.Fatal("no NetworkPolicy rendered")
+}
