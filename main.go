@@ -115,13 +115,7 @@ func parseFlags(args []string) (*options, error) {
 		annotationFlag(o.kinds.Workspace.IngressAnnotations))
 	fs.Func("workspace-ingress-controller-namespace",
 		"Namespace of the ingress controller that serves workspace Ingresses, which each workspace's NetworkPolicy admits (repeatable); when none is given, namespaces labelled infra.cloudspace.dev/workspace-access=true.",
-		func(ns string) error {
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
-			}
-			o.kinds.Workspace.IngressControllerNamespaces = append(o.kinds.Workspace.IngressControllerNamespaces, ns)
-			return nil
-		})
+		namespaceFlag(&o.kinds.Workspace.IngressControllerNamespaces))
 	fs.StringVar(&o.kinds.Workspace.IDEImage, "workspace-ide-image", os.Getenv("RELATED_IMAGE_WORKSPACE_IDE"),
 		"Image that runs in place of the default IDE image, e.g. its mirror (env RELATED_IMAGE_WORKSPACE_IDE); workspaces naming their own image keep it.")
 	o.kinds.VM = controllers.DefaultVMConfig()
@@ -178,6 +172,17 @@ func annotationFlag(m map[string]string) func(string) error {
 			return fmt.Errorf("annotation key %q: %s", k, strings.Join(errs, "; "))
 		}
 		m[k] = val
+		return nil
+	}
+}
+
+// namespaceFlag appends each value, a namespace name, to list.
+func namespaceFlag(list *[]string) func(string) error {
+	return func(ns string) error {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		*list = append(*list, ns)
 		return nil
 	}
 }

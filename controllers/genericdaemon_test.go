@@ -32,7 +32,7 @@ func TestGenericDaemonStatus(t *testing.T) {
 func TestGenericDaemonStatusNamesAnUnpullableImage(t *testing.T) {
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-x7k2p"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "daemon", Image: "reg/missing:1",
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}}}
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "not found"}}}}}}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestGenericDaemonStatusNamesAnUnpullableImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"d-x7k2p", `"reg/missing:1"`, "ErrImagePull", "not found"} {
+	for _, want := range []string{"d-x7k2p", `"reg/missing:1"`, "ImagePullBackOff", "not found"} {
 		if !strings.Contains(res.Failure, want) {
 			t.Errorf("failure %q lacks %q", res.Failure, want)
 		}

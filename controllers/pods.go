@@ -11,9 +11,10 @@ import (
 
 // failingWaits are the reasons a container waits for that no amount of waiting fixes: the
 // kubelet retries them forever, and a pod under restartPolicy Always never reaches Failed, so
-// without reading them a resource would say "starting" for ever.
+// without reading them a resource would say "starting" for ever. ErrImagePull is not one: a
+// registry's blip is retried at once; ImagePullBackOff follows within seconds when it lasts.
 var failingWaits = map[string]bool{
-	"CrashLoopBackOff": true, "ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CrashLoopBackOff": true, "ImagePullBackOff": true, "InvalidImageName": true,
 	"ErrImageNeverPull": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }
 

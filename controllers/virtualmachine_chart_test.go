@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,23 +49,25 @@ func TestLauncherPodRunsAsARealNodeNeeds(t *testing.T) {
 	cases := []struct {
 		name        string
 		kvm         string
+		cpu         string
 		wantMemory  string
 		wantEnvAccl string
 	}{
 		// Software emulation: a 1Gi guest was OOM-killed with 256Mi of overhead.
-		{"software emulation", "", "1536Mi", "tcg"},
-		{"kvm", "devices.kubevirt.io/kvm", "1280Mi", "kvm"},
+		{"software emulation", "", "1", "1536Mi", "tcg"},
+		{"software emulation, 4 vCPUs", "", "4", "1728Mi", "tcg"},
+		{"kvm", "devices.kubevirt.io/kvm", "4", "1280Mi", "kvm"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultVMConfig()
 			cfg.KVMResource = tc.kvm
-			pod := renderLauncherPod(t, cfg, "{memory: 1Gi, firmware: UEFI, cpuModel: 'EPYC,+avx2'}")
+			pod := renderLauncherPod(t, cfg, "{cpu: '"+tc.cpu+"', memory: 1Gi, firmware: UEFI, cpuModel: 'EPYC,+avx2'}")
 			c := pod.Spec.Containers[0]
 			if got := c.Resources.Limits[corev1.ResourceMemory]; got.Cmp(resource.MustParse(tc.wantMemory)) != 0 {
 				t.Errorf("memory limit %s, want %s", got.String(), tc.wantMemory)
 			}
-			if envValue(c, "VM_ACCEL") != tc.wantEnvAccl || envValue(c, "VM_FIRMWARE") != "uefi" || envValue(c, "VM_CPU_MODEL") != "EPYC,+avx2" {
+			if envValue(c, "VM_ACCEL") != tc.wantEnvAccl || envValue(c, "VM_FIRMWARE") != "uefi" || envValue(c, "VM_CPU_MODEL") != "EPYC,+avx2" || envValue(c, "VM_SSH_PORT") != "22" {
 				t.Errorf("env = %v", c.Env)
 			}
 			// Port 22 is forwarded as uid 107: only the pod's sysctl lets a non-root process
@@ -77,16 +80,24 @@ func TestLauncherPodRunsAsARealNodeNeeds(t *testing.T) {
 				t.Errorf("capabilities added %v: a non-root container never has them effective", c.SecurityContext.Capabilities.Add)
 			}
 			// QEMU's user network accepts a TCP connection at once: readiness asks the guest.
-			if p := c.ReadinessProbe; p == nil || p.Exec == nil || p.TCPSocket != nil {
+			if p := c.ReadinessProbe; p == nil || p.Exec == nil || strings.Join(p.Exec.Command, " ") != "/usr/local/bin/vm-launcher probe" || p.TimeoutSeconds < 3 {
 				t.Errorf("readiness probe %+v, want the launcher's exec probe", p)
 			}
 			if !c.Stdin || !c.TTY {
 				t.Error("the console takes no input: stdin and tty must be set for kubectl attach")
 			}
+			// The guest grows the boot disk's copy; the console's copy grows with its output.
+			limits := map[string]resource.Quantity{"boot-disk": cfg.BootDiskLimit, "run": resource.MustParse("64Mi")}
 			for _, v := range pod.Spec.Volumes {
-				if v.Name == "boot-disk" && (v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(cfg.BootDiskLimit) != 0) {
-					t.Errorf("boot-disk volume %+v, want an emptyDir limited to %s", v, cfg.BootDiskLimit.String())
+				if want, ok := limits[v.Name]; ok {
+					if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(want) != 0 {
+						t.Errorf("volume %s: %+v, want an emptyDir limited to %s", v.Name, v.VolumeSource, want.String())
+					}
+					delete(limits, v.Name)
 				}
+			}
+			if len(limits) > 0 {
+				t.Errorf("volumes missing: %v", limits)
 			}
 		})
 	}

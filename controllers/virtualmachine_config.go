@@ -66,11 +66,13 @@ const (
 // Launcher overhead: what QEMU and the launcher need next to the guest's own CPU and memory.
 // Software emulation needs more: TCG's translation cache (the launcher bounds it to 128 MiB;
 // unbounded it grew to 1 GiB and a 1Gi guest was OOM-killed) and a soft TLB per vCPU come on
-// top of QEMU's own. A 1Gi guest that touched all its memory peaked at 199 MiB beyond it.
+// top of QEMU's own. A 1-vCPU 1Gi guest that touched all its memory peaked at 199 MiB beyond
+// it; each further vCPU gets its own TLB and translation state.
 var (
 	launcherCPUOverhead       = resource.MustParse("100m")
 	launcherMemoryOverhead    = resource.MustParse("256Mi")
 	launcherTCGMemoryOverhead = resource.MustParse("512Mi")
+	launcherTCGVCPUOverhead   = resource.MustParse("64Mi")
 )
 
 // Default fills every unset field of vm.
@@ -119,9 +121,6 @@ func (c VMConfig) Validate(vm, old *infrav1alpha1.VirtualMachine) field.ErrorLis
 	}
 	if _, err := cloudInitUserData(vm.Spec.CloudInit); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("cloudInit", "sshAuthorizedKeys"), len(vm.Spec.CloudInit.SSHAuthorizedKeys), err.Error()))
-	}
-	if model := vm.Spec.CPUModel; c.KVMResource == "" && (model == "host" || strings.HasPrefix(model, "host,")) {
-		errs = append(errs, field.Invalid(spec.Child("cpuModel"), model, "host passes the node's CPU through, which needs KVM: this operator runs guests in software emulation (no --vm-kvm-resource)"))
 	}
 	for i, p := range vm.Spec.Ports {
 		if len(p.Name) > maxVMPortName || !vmPortName.MatchString(p.Name) {

@@ -59,7 +59,7 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 	userData, _ := cloudInitUserData(s.CloudInit)
 	launcherCPU := resource.NewMilliQuantity(cpu*1000, resource.DecimalSI)
 	launcherCPU.Add(launcherCPUOverhead)
-	launcherMemory := l.launcherMemory(*s.Memory)
+	launcherMemory := l.launcherMemory(*s.Memory, cpu)
 	ports := make([]any, 0, len(s.Ports))
 	for _, p := range s.Ports {
 		ports = append(ports, map[string]any{"name": p.Name, "port": int64(p.Port), "protocol": orDefault(p.Protocol, "TCP")})
@@ -82,14 +82,17 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 	}, nil
 }
 
-// launcherMemory is what the launcher's container may use for a guest of memory: the guest's
-// own plus QEMU's overhead, which depends on whether the guest runs under KVM.
-func (l VirtualMachineLifecycle) launcherMemory(memory resource.Quantity) resource.Quantity {
-	overhead := launcherMemoryOverhead
-	if l.KVMResource == "" {
-		overhead = launcherTCGMemoryOverhead
+// launcherMemory is what the launcher's container may use for a guest of memory and cpus: the
+// guest's own plus QEMU's overhead, which depends on whether the guest runs under KVM.
+func (l VirtualMachineLifecycle) launcherMemory(memory resource.Quantity, cpus int64) resource.Quantity {
+	if l.KVMResource != "" {
+		memory.Add(launcherMemoryOverhead)
+		return roundUpMi(memory)
 	}
-	memory.Add(overhead)
+	memory.Add(launcherTCGMemoryOverhead)
+	perVCPU := launcherTCGVCPUOverhead.DeepCopy()
+	perVCPU.Mul(cpus - 1)
+	memory.Add(perVCPU)
 	return roundUpMi(memory)
 }
 

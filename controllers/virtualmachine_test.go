@@ -190,23 +190,3 @@ func TestCloudInitUserData(t *testing.T) {
 		})
 	}
 }
-
-// -cpu host passes the node's CPU through, which only KVM can: refused where guests are emulated.
-func TestValidateRefusesHostCPUWithoutKVM(t *testing.T) {
-	for _, tc := range []struct {
-		kvm, model string
-		refused    bool
-	}{
-		{"", "host", true}, {"", "host,pmu=off", true}, {"", "EPYC,+avx2", false}, {"", "", false},
-		{"devices.kubevirt.io/kvm", "host", false},
-	} {
-		cfg := DefaultVMConfig()
-		cfg.KVMResource = tc.kvm
-		vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{CPUModel: tc.model}}
-		cfg.Default(vm)
-		errs := cfg.Validate(vm, nil)
-		if got := len(errs) > 0 && strings.Contains(errs.ToAggregate().Error(), "spec.cpuModel"); got != tc.refused {
-			t.Errorf("kvm %q, cpuModel %q: errors %v, want refused %v", tc.kvm, tc.model, errs, tc.refused)
-		}
-	}
-}

@@ -82,22 +82,36 @@ func runInitContainer(t *testing.T, c corev1.Container, home string, extraEnv ..
 	}
 }
 
-// TestIDEOpensAFolderThatExists: code-server is told to open ~/project, and shows "Workspace
-// does not exist" when the folder is missing, which it is on a fresh volume without git.
-func TestIDEOpensAFolderThatExists(t *testing.T) {
+// localOrigin is a local repository the init container's clone reads in place of the URL.
+func localOrigin(t *testing.T) []string {
+	t.Helper()
 	origin := t.TempDir()
 	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"}} {
 		if out, err := exec.Command("git", append([]string{"-C", origin}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	cases := map[string]string{
-		"no repository":   "{owner: alice}",
-		"with repository": "{owner: alice, git: {url: 'https://example.com/a.git', ref: main}}",
+	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url." + origin + ".insteadOf", "GIT_CONFIG_VALUE_0=https://example.com/a.git"}
+}
+
+// TestIDEOpensAFolderThatExists: code-server is told to open ~/project, and shows "Workspace
+// does not exist" when the folder is missing, which it is on a fresh volume without git. The
+// init container is run here, for real, on a directory standing in for the volume.
+func TestIDEOpensAFolderThatExists(t *testing.T) {
+	origin := localOrigin(t)
+	cases := []struct {
+		name, spec string
+		before     string // a file in ~/project before the first start, if any
+		cloned     bool
+	}{
+		{"no repository", "{owner: alice}", "", false},
+		{"with repository", "{owner: alice, git: {url: 'https://example.com/a.git', ref: main}}", "", true},
+		// A repository added later, or a volume adopted, finds files: no clone, no crash loop.
+		{"repository into a filled folder", "{owner: alice, git: {url: 'https://example.com/a.git'}}", "notes.txt", false},
 	}
-	for name, spec := range cases {
-		t.Run(name, func(t *testing.T) {
-			pod := renderIDEPod(t, spec)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := renderIDEPod(t, tc.spec)
 			ide := pod.Containers[0]
 			if got := envValue(ide, "HOME"); got != "/home/coder" {
 				t.Errorf("the IDE's HOME is %q, want /home/coder (an image without a home entry for uid 1000 fails on mkdir '/.config')", got)
@@ -111,15 +125,50 @@ func TestIDEOpensAFolderThatExists(t *testing.T) {
 				t.Fatalf("the init container's HOME or mount is not the IDE's home: %+v", init)
 			}
 			home := t.TempDir()
-			// The clone reads the local repository in place of the workspace's URL.
-			runInitContainer(t, init, home, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url."+origin+".insteadOf", "GIT_CONFIG_VALUE_0=https://example.com/a.git")
 			rel, _ := filepath.Rel("/home/coder", folder)
-			if fi, err := os.Stat(filepath.Join(home, rel)); err != nil || !fi.IsDir() {
+			project := filepath.Join(home, rel)
+			if tc.before != "" {
+				writeFile(t, filepath.Join(project, tc.before))
+			}
+			runInitContainer(t, init, home, origin...)
+			if fi, err := os.Stat(project); err != nil || !fi.IsDir() {
 				t.Fatalf("after the init container, the IDE's folder %s does not exist (%v)", folder, err)
 			}
-			// A second start finds the folder (and the checkout) and leaves it alone.
-			runInitContainer(t, init, home, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url."+origin+".insteadOf", "GIT_CONFIG_VALUE_0=https://example.com/a.git")
+			if _, err := os.Stat(filepath.Join(project, ".git")); (err == nil) != tc.cloned {
+				t.Errorf("cloned = %v, want %v", err == nil, tc.cloned)
+			}
+			// A second start leaves what the user made alone.
+			writeFile(t, filepath.Join(project, "work.txt"))
+			runInitContainer(t, init, home, origin...)
+			if _, err := os.Stat(filepath.Join(project, "work.txt")); err != nil {
+				t.Errorf("the second start lost the user's file: %v", err)
+			}
 		})
+	}
+}
+
+func writeFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIDEKeepsTheUsersHome: a HOME in spec.env is the user's; a second entry would make the
+// server-side apply of the Deployment fail (duplicate entries for key [name="HOME"]).
+func TestIDEKeepsTheUsersHome(t *testing.T) {
+	ide := renderIDEPod(t, "{owner: alice, env: [{name: HOME, value: /home/coder/me}]}").Containers[0]
+	var homes []string
+	for _, e := range ide.Env {
+		if e.Name == "HOME" {
+			homes = append(homes, e.Value)
+		}
+	}
+	if len(homes) != 1 || homes[0] != "/home/coder/me" {
+		t.Errorf("HOME entries %v, want only the user's /home/coder/me", homes)
 	}
 }
 

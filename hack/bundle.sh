@@ -16,6 +16,9 @@ bin/kustomize build config/manifests | "$sdk" generate bundle -q --overwrite --v
   --package cloudspace-operator --channels alpha --default-channel alpha --output-dir bundle
 # operator-sdk stamps the time of each run (createdAt) and, built from source without its release
 # ldflags, calls itself "unknown": drop the one, name the other.
+# operator-sdk writes the CRDs back through Go types that lack newer fields (selectableFields):
+# their specs are put back as config/crd builds them.
+bin/kustomize build config/crd | go run ./hack/bundlecrds -manifests bundle/manifests
 csv=bundle/manifests/cloudspace-operator.clusterserviceversion.yaml
 sed -i '/^    createdAt: /d' "$csv"
 sdk_version=$(grep -o "operator-framework/operator-sdk v[0-9.]*" hack/tools/operator-sdk/go.mod | cut -d" " -f2)

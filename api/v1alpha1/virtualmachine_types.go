@@ -225,8 +225,9 @@ type VirtualMachineStatus struct {
 	IP string `json:"ip,omitempty"`
 	// Restarts counts the restarts of the launcher's containers in its current pod: a guest
 	// that crashes or a launcher that cannot start shows here (and its last exit in message).
+	// Always written, 0 included: a count, which tools read as filled in.
 	// +optional
-	Restarts int32 `json:"restarts,omitempty"`
+	Restarts int32 `json:"restarts"`
 	// Conditions are Ready, Progressing and Degraded.
 	// +optional
 	// +listType=map
@@ -250,7 +251,7 @@ type VirtualMachineStatus struct {
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ip`
-// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VirtualMachine struct {
 	metav1.TypeMeta   `json:",inline"`

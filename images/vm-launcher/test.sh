@@ -491,6 +491,17 @@ unset FAKE_QEMU_EXIT
 got=$(T_CPUS=0 run_launcher)
 check "VM_CPUS=0 refused" 1 "$got"
 
+# --- The launcher's last words are the termination message; the guest's console never is.
+: >"$WORK/termination-log"
+check "termination message: refused" 1 "$(T_CPUS=0 run_launcher VM_TERMINATION_LOG="$WORK/termination-log")"
+check "termination message: why" "vm-launcher: VM_CPUS must be a positive integer, not '0'" "$(cat "$WORK/termination-log")"
+: >"$WORK/termination-log"
+check "termination message: QEMU failed" 1 "$(run_launcher FAKE_QEMU_EXIT=1 VM_TERMINATION_LOG="$WORK/termination-log")"
+case $(cat "$WORK/termination-log") in
+"vm-launcher: QEMU exited with status 1 "*) check "termination message: QEMU's status" ok ok ;;
+*) check "termination message: QEMU's status" "QEMU exited with status 1" "$(cat "$WORK/termination-log")" ;;
+esac
+
 # --- The serial console reads the launcher's input: `kubectl attach -it` types into the guest.
 # (A command started with & reads /dev/null unless told otherwise.)
 printf 'root\n' >"$WORK/stdin"

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +28,8 @@ func background(t *testing.T, re *regexp.Regexp, name string, args ...string) st
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,4 +65,22 @@ func portForward(t *testing.T, ns, target string, port int) string {
 	t.Helper()
 	return background(t, forwarding, filepath.Join(framework.RepoRoot(), "bin", "kubectl"),
 		"port-forward", "-n", ns, "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
+}
+
+// lockedBuffer is a buffer a command writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,0 +1,25 @@
+// Command bundlecrds puts back into bundle/manifests the CRD specs operator-sdk drops fields of
+// (internal/bundle.KeepCRDSpecs): make bundle pipes `kustomize build config/crd` into it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
+)
+
+func main() {
+	manifests := flag.String("manifests", "bundle/manifests", "the bundle's manifests directory")
+	flag.Parse()
+	built, err := io.ReadAll(os.Stdin)
+	if err == nil {
+		err = bundle.KeepCRDSpecs(*manifests, built)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bundlecrds:", err)
+		os.Exit(1)
+	}
+}
