@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image/png"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -51,8 +50,9 @@ func checkWorkspace(t *testing.T, api apiAccess) {
 		_, _ = c.Delete(ctx, ref)
 	})
 
-	ctx, cancel := context.WithTimeout(as(context.Background(), api.token), 5*time.Minute)
+	base, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	ctx := as(base, api.token)
 	start := time.Now()
 	ws, err := c.Create(ctx, &workspacev1.CreateWorkspaceRequest{Wait: true,
 		Workspace: &workspacev1.Workspace{Name: ref.Name, Namespace: ref.Namespace, Storage: "1Gi"}})
@@ -63,10 +63,10 @@ func checkWorkspace(t *testing.T, api apiAccess) {
 	if ws.GetPhase() != "Running" {
 		t.Fatalf("create-and-wait returned phase %s: %s", ws.GetPhase(), ws.GetMessage())
 	}
-	if _, err := c.GetAccess(as(ctx, api.other), ref); status.Code(err) != codes.NotFound && status.Code(err) != codes.PermissionDenied {
+	if _, err := c.GetAccess(as(base, api.other), ref); status.Code(err) != codes.NotFound && status.Code(err) != codes.PermissionDenied {
 		t.Errorf("another user's GetAccess: %v, want NotFound or PermissionDenied and no password", err)
 	}
-	access, err := c.GetAccess(as(ctx, api.token), ref)
+	access, err := c.GetAccess(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func checkWorkspace(t *testing.T, api apiAccess) {
 	checkIDEContainer(t, ref.Name)
 	screenshotWorkbench(t, ide, session)
 	t.Logf("create-and-wait to a logged-in IDE: %s", opened.Round(100*time.Millisecond))
-	checkFilesSurviveRestart(t, c, as(ctx, api.token), ref)
+	checkFilesSurviveRestart(t, c, ctx, ref)
 }
 
 // dialAPI connects to the workspace API at addr over TLS, verified against the API's CA.
@@ -175,34 +175,42 @@ func kubectlExec(t *testing.T, name, script string) string {
 	return string(out)
 }
 
-// screenshotWorkbench has headless Chromium load the IDE with the session (a local proxy adds
-// the cookie, as the browser would after the login form) and keeps the screenshot in
+// screenshotWorkbench has headless Chromium open the IDE with the session cookie (as the
+// browser holds it after the login form), waits for the workbench to render the project
+// folder, checks it does not say the folder is missing, and keeps a screenshot in
 // bin/test-artifacts. A blank or error page is a few colours; the workbench is many.
 func screenshotWorkbench(t *testing.T, ide string, session *http.Cookie) {
 	t.Helper()
-	target, _ := url.Parse(ide)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	director := proxy.Director
-	// The Host header stays the proxy's: code-server refuses a websocket whose Origin is not
-	// the host it was asked for.
-	proxy.Director = func(r *http.Request) {
-		director(r)
-		r.AddCookie(session)
+	b := newBrowser(t)
+	if err := b.call("Network.setCookie", map[string]any{"name": session.Name, "value": session.Value, "url": ide}, nil); err != nil {
+		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy)
-	defer srv.Close()
+	if err := b.call("Page.navigate", map[string]any{"url": ide}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The explorer shows the opened folder's name once the workbench has connected to the IDE.
+	var text string
+	waitFor(t, 2*time.Minute, "the workbench showing the project folder", func(context.Context) error {
+		var err error
+		text, err = b.eval(`document.querySelector('.monaco-workbench .explorer-folders-view, .monaco-workbench .explorer-viewlet') ? document.body.innerText : ''`)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(strings.ToLower(text), "project") {
+			return fmt.Errorf("the page shows %.300q", text)
+		}
+		return nil
+	})
+	if strings.Contains(text, "does not exist") {
+		t.Errorf("the workbench says the folder does not exist: %.500q", text)
+	}
 	dir := filepath.Join(framework.RepoRoot(), "bin", "test-artifacts")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "workspace-workbench.png")
-	_ = os.Remove(shot)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--window-size=1280,800", "--virtual-time-budget=30000", "--screenshot="+shot, srv.URL+"/")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, out)
+	if err := b.screenshot(shot); err != nil {
+		t.Fatal(err)
 	}
 	colours := pngColours(t, shot)
 	if colours < 32 {

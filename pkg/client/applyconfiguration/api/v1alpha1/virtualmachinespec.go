@@ -17,6 +17,8 @@ type VirtualMachineSpecApplyConfiguration struct {
 	CPU                 *intstr.IntOrString            `json:"cpu,omitempty"`
 	Memory              *resource.Quantity             `json:"memory,omitempty"`
 	Image               *string                        `json:"image,omitempty"`
+	Firmware            *apiv1alpha1.VMFirmware        `json:"firmware,omitempty"`
+	CPUModel            *string                        `json:"cpuModel,omitempty"`
 	RunStrategy         *apiv1alpha1.RunStrategy       `json:"runStrategy,omitempty"`
 	Disk                *VMDiskApplyConfiguration      `json:"disk,omitempty"`
 	CloudInit           *VMCloudInitApplyConfiguration `json:"cloudInit,omitempty"`
@@ -52,6 +54,22 @@ func (b *VirtualMachineSpecApplyConfiguration) WithMemory(value resource.Quantit
 // If called multiple times, the Image field is set to the value of the last call.
 func (b *VirtualMachineSpecApplyConfiguration) WithImage(value string) *VirtualMachineSpecApplyConfiguration {
 	b.Image = &value
+	return b
+}
+
+// WithFirmware sets the Firmware field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Firmware field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithFirmware(value apiv1alpha1.VMFirmware) *VirtualMachineSpecApplyConfiguration {
+	b.Firmware = &value
+	return b
+}
+
+// WithCPUModel sets the CPUModel field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CPUModel field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithCPUModel(value string) *VirtualMachineSpecApplyConfiguration {
+	b.CPUModel = &value
 	return b
 }
 

@@ -19,6 +19,7 @@ type VirtualMachineStatusApplyConfiguration struct {
 	Backend            *apiv1alpha1.VMBackend           `json:"backend,omitempty"`
 	NodeName           *string                          `json:"nodeName,omitempty"`
 	IP                 *string                          `json:"ip,omitempty"`
+	Restarts           *int32                           `json:"restarts,omitempty"`
 	Conditions         []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	Inventory          *InventoryApplyConfiguration     `json:"inventory,omitempty"`
 }
@@ -82,6 +83,14 @@ func (b *VirtualMachineStatusApplyConfiguration) WithNodeName(value string) *Vir
 // If called multiple times, the IP field is set to the value of the last call.
 func (b *VirtualMachineStatusApplyConfiguration) WithIP(value string) *VirtualMachineStatusApplyConfiguration {
 	b.IP = &value
+	return b
+}
+
+// WithRestarts sets the Restarts field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Restarts field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithRestarts(value int32) *VirtualMachineStatusApplyConfiguration {
+	b.Restarts = &value
 	return b
 }
 
