@@ -5,11 +5,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
@@ -73,6 +75,40 @@ func TestGolden(t *testing.T) {
 			})
 		}
 	}
+}
+
+// renderChild renders chart for a CR of kind with spec (YAML) as lc would, and decodes the one
+// child of out's kind into out.
+func renderChild(t *testing.T, chart string, lc engine.Lifecycle, kind, spec string, out runtime.Object) {
+	t.Helper()
+	for _, o := range renderCR(t, chart, lc, kind, spec) {
+		if o.GetKind() == reflect.TypeOf(out).Elem().Name() {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("chart %s rendered no %s", chart, reflect.TypeOf(out).Elem().Name())
+}
+
+// renderCR renders chart for a CR of kind with spec (YAML) as lc would.
+func renderCR(t *testing.T, chart string, lc engine.Lifecycle, kind, spec string) []*unstructured.Unstructured {
+	t.Helper()
+	c, err := render.Load(filepath.Join("..", "helm-charts", chart))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &unstructured.Unstructured{}
+	doc := "apiVersion: infra.cloudspace.dev/v1alpha1\nkind: " + kind + "\nmetadata: {name: r, namespace: ns, uid: 7a0c1f6e-0000-4000-8000-000000000009}\nspec: " + spec
+	if err := yaml.Unmarshal([]byte(doc), &cr.Object); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := engine.Preview(c, lc, cr, goldenCaps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
 
 func renderGolden(t *testing.T, chart *render.Chart, lc engine.Lifecycle, path string) []byte {

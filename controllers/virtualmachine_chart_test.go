@@ -1,47 +1,19 @@
 package controllers
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
-
-	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 )
 
 // renderLauncherPod renders the VM chart's pod backend for spec under cfg.
 func renderLauncherPod(t *testing.T, cfg VMConfig, spec string) *corev1.Pod {
 	t.Helper()
-	chart, err := render.Load(filepath.Join("..", "helm-charts", "virtualmachine"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr := &unstructured.Unstructured{}
-	doc := "apiVersion: infra.cloudspace.dev/v1alpha1\nkind: VirtualMachine\nmetadata: {name: v, namespace: vms, uid: 7a0c1f6e-0000-4000-8000-00000000000a}\nspec: " + spec
-	if err := yaml.Unmarshal([]byte(doc), &cr.Object); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := engine.Preview(chart, VirtualMachineLifecycle{VMConfig: cfg}, cr, goldenCaps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if o.GetKind() == "Pod" {
-			p := &corev1.Pod{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, p); err != nil {
-				t.Fatal(err)
-			}
-			return p
-		}
-	}
-	t.Fatal("the chart rendered no launcher pod")
-	return nil
+	p := &corev1.Pod{}
+	renderChild(t, "virtualmachine", VirtualMachineLifecycle{VMConfig: cfg}, "VirtualMachine", spec, p)
+	return p
 }
 
 // TestLauncherPodRunsAsARealNodeNeeds holds what running the launcher on real nodes taught.

@@ -55,6 +55,9 @@ func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.U
 	var failure string
 	if st.Backend == infrav1alpha1.BackendKubeVirt {
 		st.Phase, st.Message = kubeVirtPhase(kv)
+		if st.Phase == infrav1alpha1.VMFailed {
+			failure = st.Message
+		}
 	} else {
 		st.Restarts, failure = podProblems(pods)
 		st.Phase, st.Message = podPhase(vm.Spec.RunStrategy, pods)

@@ -121,6 +121,11 @@ func TestVMStatusKubeVirtBackend(t *testing.T) {
 	if st.Backend != infrav1alpha1.BackendKubeVirt || st.Phase != infrav1alpha1.VMRunning || st.NodeName != "n2" {
 		t.Errorf("status = %+v, want kubevirt, Running on n2", st)
 	}
+	// KubeVirt's failures are the VM's Degraded condition too.
+	kv.Object["status"] = map[string]any{"printableStatus": "CrashLoopBackOff"}
+	if st, failure := vmStatus(vm, true, kv, nil); st.Phase != infrav1alpha1.VMFailed || failure != "KubeVirt: CrashLoopBackOff" {
+		t.Errorf("status %+v, failure %q; want Failed, failing with KubeVirt's status", st, failure)
+	}
 	// A backend once recorded is kept, whatever is rendered now.
 	vm.Status.Backend = infrav1alpha1.BackendPod
 	if st, _ := vmStatus(vm, true, kv, nil); st.Backend != infrav1alpha1.BackendPod {

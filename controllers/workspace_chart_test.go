@@ -11,47 +11,14 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
-
-	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 )
-
-// renderWorkspace renders the workspace chart for spec, as an operator with cfg would.
-func renderWorkspace(t *testing.T, cfg WorkspaceConfig, spec string) []*unstructured.Unstructured {
-	t.Helper()
-	chart, err := render.Load(filepath.Join("..", "helm-charts", "workspace"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr := &unstructured.Unstructured{}
-	doc := "apiVersion: infra.cloudspace.dev/v1alpha1\nkind: Workspace\nmetadata: {name: w, namespace: ides, uid: 7a0c1f6e-0000-4000-8000-000000000009}\nspec: " + spec
-	if err := yaml.Unmarshal([]byte(doc), &cr.Object); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := engine.Preview(chart, WorkspaceLifecycle{WorkspaceConfig: cfg}, cr, goldenCaps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return objs
-}
 
 // renderIDEPod renders the workspace chart for spec and returns the IDE Deployment's pod.
 func renderIDEPod(t *testing.T, spec string) corev1.PodSpec {
 	t.Helper()
-	for _, o := range renderWorkspace(t, goldenWorkspaceConfig, spec) {
-		if o.GetKind() == "Deployment" {
-			d := &appsv1.Deployment{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d); err != nil {
-				t.Fatal(err)
-			}
-			return d.Spec.Template.Spec
-		}
-	}
-	t.Fatal("the chart rendered no Deployment")
-	return corev1.PodSpec{}
+	d := &appsv1.Deployment{}
+	renderChild(t, "workspace", WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}, "Workspace", spec, d)
+	return d.Spec.Template.Spec
 }
 
 func envValue(c corev1.Container, name string) string {
@@ -178,26 +145,18 @@ func TestIDEKeepsTheUsersHome(t *testing.T) {
 func TestNetworkPolicyAdmitsTheIngressController(t *testing.T) {
 	cfg := goldenWorkspaceConfig
 	cfg.IngressControllerNamespaces = []string{"ingress-nginx", "gateways"}
-	for _, o := range renderWorkspace(t, cfg, "{owner: alice, ingress: {host: a.example.com}}") {
-		if o.GetKind() != "NetworkPolicy" {
+	np := &networkingv1.NetworkPolicy{}
+	renderChild(t, "workspace", WorkspaceLifecycle{WorkspaceConfig: cfg}, "Workspace", "{owner: alice, ingress: {host: a.example.com}}", np)
+	for _, peer := range np.Spec.Ingress[0].From {
+		sel := peer.NamespaceSelector
+		if sel == nil {
 			continue
 		}
-		np := &networkingv1.NetworkPolicy{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, np); err != nil {
-			t.Fatal(err)
+		want := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: cfg.IngressControllerNamespaces}
+		if len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 1 || !equality.Semantic.DeepEqual(sel.MatchExpressions[0], want) {
+			t.Errorf("namespace selector = %+v, want only %+v", sel, want)
 		}
-		for _, peer := range np.Spec.Ingress[0].From {
-			sel := peer.NamespaceSelector
-			if sel == nil {
-				continue
-			}
-			want := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: cfg.IngressControllerNamespaces}
-			if len(sel.MatchLabels) != 0 || len(sel.MatchExpressions) != 1 || !equality.Semantic.DeepEqual(sel.MatchExpressions[0], want) {
-				t.Errorf("namespace selector = %+v, want only %+v", sel, want)
-			}
-			return
-		}
-		t.Fatalf("the NetworkPolicy admits no namespace: %+v", np.Spec.Ingress)
+		return
 	}
-	t.Fatal("no NetworkPolicy rendered")
+	t.Fatalf("the NetworkPolicy admits no namespace: %+v", np.Spec.Ingress)
 }

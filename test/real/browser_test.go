@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -23,7 +22,7 @@ type browser struct {
 	id   int
 }
 
-var devtoolsListening = regexp.MustCompile(`DevTools listening on (ws://127\.0\.0\.1:\d+)/`)
+var devtoolsListening = regexp.MustCompile(`DevTools listening on ws://(127\.0\.0\.1:\d+)/`)
 
 // newBrowser starts chromium (killed by its PID when the test ends) and attaches to its page.
 func newBrowser(t *testing.T) *browser {
@@ -35,29 +34,7 @@ func newBrowser(t *testing.T) *browser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := devtoolsListening.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1][len("ws://"):]
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return attachPage(t, a)
-	case <-time.After(time.Minute):
-		t.Fatal("chromium did not open its DevTools port within a minute")
-		return nil
-	}
+	return attachPage(t, serve(t, cmd, stderr, devtoolsListening))
 }
 
 // attachPage connects to the first page target of the browser at addr.

@@ -18,8 +18,7 @@ import (
 )
 
 // background runs a command that serves until it is stopped (a port-forward), waits for the
-// first line of its output that matches re, and returns the line's first submatch. The
-// command is killed, by its PID, when the test ends.
+// first line of its output that matches re, and returns the line's first submatch.
 func background(t *testing.T, re *regexp.Regexp, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -28,8 +27,14 @@ func background(t *testing.T, re *regexp.Regexp, name string, args ...string) st
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
+	cmd.Stderr = &lockedBuffer{}
+	return serve(t, cmd, out, re)
+}
+
+// serve starts cmd, which serves until it is killed (by its PID, when the test ends), and
+// returns the first submatch of the first line of lines (one of its output pipes) matching re.
+func serve(t *testing.T, cmd *exec.Cmd, lines io.Reader, re *regexp.Regexp) string {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -39,20 +44,20 @@ func background(t *testing.T, re *regexp.Regexp, name string, args ...string) st
 	})
 	found := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
+		sc := bufio.NewScanner(lines)
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
 				break
 			}
 		}
-		_, _ = io.Copy(io.Discard, out)
+		_, _ = io.Copy(io.Discard, lines)
 	}()
 	select {
 	case v := <-found:
 		return v
 	case <-time.After(time.Minute):
-		t.Fatalf("%s %s printed no line matching %s within a minute; stderr:\n%s", filepath.Base(name), strings.Join(args, " "), re, stderr.String())
+		t.Fatalf("%s printed no line matching %s within a minute; stderr:\n%v", strings.Join(cmd.Args, " "), re, cmd.Stderr)
 		return ""
 	}
 }
