@@ -324,6 +324,17 @@ else
 	probe_says "probe: nothing listens, says so" "not ready"
 	listen ssh
 	check "probe: SSH banner" 0 "$(run_probe)"
+	# A guest that runs cloud-init: sshd answers before cloud-init restarts it, so ready waits
+	# for cloud-init's final message as well.
+	mkdir -p "$VM_RUN_DIR"
+	rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
+	printf '[   10.1] cloud-init[401]: Cloud-init v. 22.4.2 running '\''init-local'\'' at Mon, 24 Nov 2025 20:00:00 +0000. Up 10.00 seconds.\r\n' >"$VM_RUN_DIR/console.log"
+	check "probe: SSH banner, cloud-init running" 1 "$(run_probe)"
+	probe_says "probe: SSH banner, cloud-init running, says so" "cloud-init has not finished"
+	printf '[   32.0] cloud-init[612]: Cloud-init v. 22.4.2 finished at Mon, 24 Nov 2025 20:00:22 +0000. Up 32.00 seconds\r\n' >>"$VM_RUN_DIR/console.log"
+	check "probe: SSH banner, cloud-init finished" 0 "$(run_probe)"
+	probe_says "probe: SSH banner, cloud-init finished, says SSH answers" "SSH server answers"
+	rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
 	unlisten
 	listen close
 	check "probe: accepted and closed (user networking, guest not listening)" 1 "$(run_probe)"
