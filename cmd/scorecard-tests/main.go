@@ -27,7 +27,8 @@ import (
 func main() {
 	bundleDir := flag.String("bundle", "/bundle", "the bundle directory (scorecard mounts it at /bundle)")
 	namespace := flag.String("namespace", os.Getenv("SCORECARD_NAMESPACE"), "where to create the alm-examples (default $SCORECARD_NAMESPACE)")
-	timeout := flag.Duration("timeout", 3*time.Minute, "how long each example may take to become Ready, and to be deleted")
+	// A VM in software emulation is Ready once its guest has booted and cloud-init has finished.
+	timeout := flag.Duration("timeout", 5*time.Minute, "how long each example may take to become Ready, and to be deleted")
 	list := flag.Bool("list", false, "list the tests and exit")
 	flag.Parse()
 	if *list {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,14 +28,35 @@ var devtoolsListening = regexp.MustCompile(`DevTools listening on ws://(127\.0\.
 // newBrowser starts chromium (killed by its PID when the test ends) and attaches to its page.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
+	profile, err := os.MkdirTemp("", "real-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--window-size=1280,800", "--remote-debugging-address=127.0.0.1",
+		"--user-data-dir="+profile, "--window-size=1280,800", "--remote-debugging-address=127.0.0.1",
 		"--remote-debugging-port=0", "about:blank")
+	// Its own process group: chromium's helpers (renderer, GPU, zygote) are ended with it, and
+	// only then is its profile removed, which they write to until they end.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		removeWhenQuiet(profile)
+	})
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return attachPage(t, serve(t, cmd, stderr, devtoolsListening))
+}
+
+// removeWhenQuiet removes dir, trying again for a few seconds while processes that were
+// killed still have files open there.
+func removeWhenQuiet(dir string) {
+	for i := 0; i < 50 && os.RemoveAll(dir) != nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // attachPage connects to the first page target of the browser at addr.
