@@ -35,6 +35,8 @@ func newBrowser(t *testing.T) *browser {
 	cmd := exec.Command("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--user-data-dir="+profile, "--window-size=1280,800", "--remote-debugging-address=127.0.0.1",
 		"--remote-debugging-port=0", "about:blank")
+	// Its scratch files (org.chromium.*) go to the profile too, which is removed at the end.
+	cmd.Env = append(os.Environ(), "TMPDIR="+profile)
 	// Its own process group: chromium's helpers (renderer, GPU, zygote) are ended with it, and
 	// only then is its profile removed, which they write to until they end.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
