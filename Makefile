@@ -75,7 +75,7 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-real ## Run chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos and real-node tests.
+test: lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-abuse test-real ## Run chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos, abuse and real-node tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
@@ -140,9 +140,12 @@ test-fuzz: ## The short form of make fuzz: every fuzz target for 5s.
 	hack/fuzz.sh 5s
 
 .PHONY: abuse
-abuse: build ## Attack the workspace API on a private embedded cluster (bounded; prints what was refused, RSS, API requests).
+abuse: build ## Attack the operator as hostile tenants would on a private embedded cluster (bounded; a table: attack, peak RSS, answer; fails if one gets through).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
 	go run ./test/abuse $(ABUSE_ARGS)
+
+.PHONY: test-abuse
+test-abuse: abuse ## make abuse with its default attacks, as part of make test.
 
 ##@ Build
 

@@ -66,9 +66,12 @@ type options struct {
 
 // grpcOptions configure the workspace API.
 type grpcOptions struct {
-	addr, certFile, keyFile, tokenSecret, namespaces string
-	maxWait, tokenMaxStale                           time.Duration
-	maxWorkspaces, maxRunning, maxWatches, maxKept   int
+	addr, certFile, keyFile, tokenSecret, namespaces                string
+	maxWait, tokenMaxStale, tlsReload                               time.Duration
+	handshakeTimeout, idleTimeout, maxConnAge, maxConnAgeGrace      time.Duration
+	maxWorkspaces, maxRunning, maxWatches, maxKept                  int
+	maxConns, maxStreams, maxHeaderBytes, maxInFlight, writesPerMin int
+	writeBurst                                                      int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -118,6 +121,28 @@ func parseFlags(args []string) (*options, error) {
 		namespaceFlag(&o.kinds.Workspace.IngressControllerNamespaces))
 	fs.StringVar(&o.kinds.Workspace.IDEImage, "workspace-ide-image", os.Getenv("RELATED_IMAGE_WORKSPACE_IDE"),
 		"Image that runs in place of the default IDE image, e.g. its mirror (env RELATED_IMAGE_WORKSPACE_IDE); workspaces naming their own image keep it.")
+	fs.Func("genericdaemon-allowed-toleration",
+		"A toleration GenericDaemons may carry: key, key=value, either with :Effect, or * for every key (repeatable); none by default.",
+		controllers.TolerationFlag(&o.kinds.GenericDaemon.AllowedTolerations))
+	fs.Func("genericdaemon-allowed-resource",
+		"An extended resource GenericDaemons may request besides cpu, memory and ephemeral-storage, e.g. nvidia.com/gpu (repeatable); none by default.",
+		controllers.ResourceNameFlag(&o.kinds.GenericDaemon.AllowedExtendedResources))
+	fs.StringVar(&o.kinds.WorkspaceIngress.HostPattern, "workspace-ingress-host-pattern", "",
+		"The only ingress host a workspace may have, with {owner}, {name} and {namespace} replaced, e.g. {owner}-{name}.ide.example.com; when empty any host, held by the workspace that claimed it first.")
+	fs.DurationVar(&o.kinds.WorkspaceIngress.Recheck, "workspace-ingress-host-recheck", controllers.DefaultIngressHostRecheck,
+		"How often a workspace whose ingress host another workspace holds looks again.")
+	fs.BoolVar(&o.kinds.Egress.Unrestricted, "egress-unrestricted", false, "Leave the egress of workspace IDEs and VMs open.")
+	fs.Func("egress-denied-cidr",
+		"A CIDR workspace IDEs and VMs may not reach (repeatable); given at all, it replaces the defaults "+strings.Join(controllers.DefaultEgressDeniedCIDRs, ", ")+".",
+		controllers.CIDRFlag(&o.kinds.Egress.DeniedCIDRs))
+	fs.Func("egress-allowed-cidr",
+		"A CIDR workspace IDEs and VMs may reach on every port even inside a denied one, e.g. an internal git host's 10.1.2.3/32 (repeatable).",
+		controllers.CIDRFlag(&o.kinds.Egress.AllowedCIDRs))
+	fs.StringVar(&o.kinds.Egress.DNSNamespace, "egress-dns-namespace", "kube-system", "Namespace of the cluster's DNS pods, which workspace IDEs and VMs may query.")
+	fs.Func("egress-dns-pod-label", "key=value label of the cluster's DNS pods (repeatable); k8s-app=kube-dns when none.",
+		controllers.LabelFlag(&o.kinds.Egress.DNSPodLabels))
+	fs.Func("egress-dns-port", "Port the DNS pods serve on, UDP and TCP (repeatable); 53 when none (OpenShift: 5353).",
+		controllers.PortFlag(&o.kinds.Egress.DNSPorts))
 	o.kinds.VM = controllers.DefaultVMConfig()
 	// OLM's mirrored installs set the operand images in RELATED_IMAGE_* variables.
 	o.kinds.VM.DefaultImage = envOr("RELATED_IMAGE_VM_CONTAINERDISK", o.kinds.VM.DefaultImage)
@@ -141,6 +166,24 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.grpc.maxWatches, "quota-max-watches", 4, "Watch streams each API user may have open at once.")
 	fs.IntVar(&o.grpc.maxKept, "quota-max-retained-volumes", 3,
 		"Volumes each API user may keep after delete (released ones and those of workspaces with reclaimPolicy Retain).")
+	fs.IntVar(&o.grpc.maxInFlight, "quota-max-calls-in-flight", 16,
+		"Calls each API user may have open at once, Watch streams included; must exceed --quota-max-watches.")
+	fs.IntVar(&o.grpc.writesPerMin, "quota-writes-per-minute", 30,
+		"Writes (create, start, stop, delete, rotate access) each API user may make a minute.")
+	fs.IntVar(&o.grpc.writeBurst, "quota-write-burst", 10,
+		"Writes each API user may make at once before --quota-writes-per-minute applies.")
+	fs.IntVar(&o.grpc.maxConns, "grpc-max-connections", 512, "Open connections the gRPC API accepts; one more is closed at once.")
+	fs.DurationVar(&o.grpc.handshakeTimeout, "grpc-handshake-timeout", 10*time.Second,
+		"Longest a new gRPC connection may take over its TLS handshake and HTTP/2 preface.")
+	fs.DurationVar(&o.grpc.idleTimeout, "grpc-idle-timeout", 5*time.Minute, "A gRPC connection with no call open for this long is closed.")
+	fs.DurationVar(&o.grpc.maxConnAge, "grpc-max-connection-age", 30*time.Minute,
+		"Clients are asked to reconnect after this long, so that replicas share the load.")
+	fs.DurationVar(&o.grpc.maxConnAgeGrace, "grpc-max-connection-age-grace", 0,
+		"How long calls may go on past --grpc-max-connection-age; 0 is --grpc-max-wait plus a minute.")
+	fs.IntVar(&o.grpc.maxStreams, "grpc-max-streams-per-connection", 32, "Calls open at once on one gRPC connection; more wait for a place.")
+	fs.IntVar(&o.grpc.maxHeaderBytes, "grpc-max-header-bytes", 16<<10, "Largest metadata of a gRPC call, in bytes (4096 to 65536).")
+	fs.DurationVar(&o.grpc.tlsReload, "grpc-tls-reload-interval", 10*time.Second,
+		"How often the gRPC certificate files are read again, and looked for while missing.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -292,17 +335,18 @@ func setupGRPC(mgr ctrl.Manager, g grpcOptions, wc controllers.WorkspaceConfig) 
 	if !ok {
 		return fmt.Errorf("--grpc-token-secret %q must be namespace/name", g.tokenSecret)
 	}
-	certFile, keyFile := g.certFile, g.keyFile
-	if _, err := os.Stat(certFile); certFile != "" && errors.Is(err, os.ErrNotExist) {
-		// The Secret is optional in the Deployment, so that an install never waits for it.
-		mgr.GetLogger().Info("no gRPC certificate yet: serving a self-signed one", "missing", certFile)
-		certFile, keyFile = "", ""
-	}
-	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(certFile, keyFile),
+	// The certificate's Secret is optional in the Deployment, so that an install never waits
+	// for it: the server serves a self-signed one until the files appear.
+	srv, err := grpcapi.New(mgr, grpcapi.WithAddress(g.addr), grpcapi.WithTLSFiles(g.certFile, g.keyFile),
 		grpcapi.WithTokenSecret(ns, name), grpcapi.WithNamespaces(splitNamespaces(g.namespaces)...),
 		grpcapi.WithMaxWait(g.maxWait), grpcapi.WithQuota(g.maxWorkspaces, g.maxRunning),
 		grpcapi.WithTokenMaxStaleness(g.tokenMaxStale), grpcapi.WithMaxWatches(g.maxWatches),
-		grpcapi.WithMaxRetainedVolumes(g.maxKept), grpcapi.WithWorkspaceLimits(wc.Limits), grpcapi.WithAccessKey(wc.AccessKey))
+		grpcapi.WithMaxRetainedVolumes(g.maxKept), grpcapi.WithWorkspaceLimits(wc.Limits), grpcapi.WithAccessKey(wc.AccessKey),
+		grpcapi.WithMaxConnections(g.maxConns), grpcapi.WithHandshakeTimeout(g.handshakeTimeout),
+		grpcapi.WithIdleTimeout(g.idleTimeout), grpcapi.WithMaxConnectionAge(g.maxConnAge, g.maxConnAgeGrace),
+		grpcapi.WithMaxStreamsPerConnection(g.maxStreams), grpcapi.WithMaxHeaderBytes(g.maxHeaderBytes),
+		grpcapi.WithMaxCallsInFlight(g.maxInFlight), grpcapi.WithMutationRate(g.writesPerMin, g.writeBurst),
+		grpcapi.WithTLSReloadInterval(g.tlsReload))
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
@@ -68,5 +69,91 @@ func TestGenericDaemonValues(t *testing.T) {
 	cr.Object["spec"] = "not an object"
 	if _, err := (GenericDaemonLifecycle{}).Values(cr); err == nil {
 		t.Error("an undecodable spec was accepted")
+	}
+}
+
+// gdValues renders a GenericDaemon spec (YAML) with lc, as the engine does.
+func gdValues(t *testing.T, lc GenericDaemonLifecycle, spec string) error {
+	t.Helper()
+	cr := &unstructured.Unstructured{}
+	doc := "apiVersion: infra.cloudspace.dev/v1alpha1\nkind: GenericDaemon\nmetadata: {name: d, namespace: ns}\nspec: " + spec
+	if err := yaml.Unmarshal([]byte(doc), &cr.Object); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lc.Values(cr)
+	return err
+}
+
+// TestGenericDaemonRefusesWhatItsAuthorMayNotHave is the attacker's side: a user who may create
+// GenericDaemons, but not read Secrets, asks for another user's workspace Secret, for every
+// taint (the control plane's too) and for /dev/kvm. With the operator's defaults each is
+// refused, naming the field; nothing renders.
+func TestGenericDaemonRefusesWhatItsAuthorMayNotHave(t *testing.T) {
+	cases := []struct{ name, spec, field string }{
+		{"another user's workspace password", `{image: x, env: [{name: P, valueFrom: {secretKeyRef: {name: alice-ws-access, key: password}}}]}`, "spec.env[0].valueFrom.secretKeyRef"},
+		{"every taint", `{image: x, tolerations: [{operator: Exists}]}`, "spec.tolerations[0]"},
+		{"every NoSchedule taint", `{image: x, tolerations: [{operator: Exists, effect: NoSchedule}]}`, "spec.tolerations[0]"},
+		{"the control plane", `{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]}`, "spec.tolerations[0]"},
+		{"/dev/kvm as a limit", `{image: x, resources: {limits: {devices.kubevirt.io/kvm: "1"}}}`, "spec.resources.limits[devices.kubevirt.io/kvm]"},
+		{"a GPU as a request", `{image: x, resources: {requests: {cpu: 1m, nvidia.com/gpu: "1"}}}`, "spec.resources.requests[nvidia.com/gpu]"},
+	}
+	for _, tc := range cases {
+		err := gdValues(t, GenericDaemonLifecycle{}, tc.spec)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.field+":") {
+			t.Errorf("%s: %v, want a refusal naming %s", tc.name, err, tc.field)
+		}
+	}
+	// What every daemon may have still renders.
+	if err := gdValues(t, GenericDaemonLifecycle{}, `{image: x, env: [{name: A, value: b}, {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}], resources: {limits: {cpu: 1, memory: 1Gi, ephemeral-storage: 1Gi}}}`); err != nil {
+		t.Errorf("a plain daemon was refused: %v", err)
+	}
+}
+
+// TestGenericDaemonAllowsWhatTheAdminAllows: the admin's allow-list lets exactly what it names
+// through, and nothing wider.
+func TestGenericDaemonAllowsWhatTheAdminAllows(t *testing.T) {
+	var cfg GenericDaemonConfig
+	for _, f := range []string{"node-role.kubernetes.io/control-plane:NoSchedule", "dedicated=logging", "*:PreferNoSchedule"} {
+		if err := TolerationFlag(&cfg.AllowedTolerations)(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ResourceNameFlag(&cfg.AllowedExtendedResources)("nvidia.com/gpu"); err != nil {
+		t.Fatal(err)
+	}
+	lc := GenericDaemonLifecycle{GenericDaemonConfig: cfg}
+	cases := []struct {
+		spec    string
+		allowed bool
+	}{
+		{`{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]}`, true},
+		{`{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists}]}`, false}, // every effect, NoExecute too
+		{`{image: x, tolerations: [{key: dedicated, operator: Equal, value: logging, effect: NoExecute}]}`, true},
+		{`{image: x, tolerations: [{key: dedicated, operator: Equal, value: gpu}]}`, false},
+		{`{image: x, tolerations: [{key: dedicated, operator: Exists}]}`, false}, // every value
+		{`{image: x, tolerations: [{key: anything, operator: Exists, effect: PreferNoSchedule}]}`, true},
+		{`{image: x, tolerations: [{operator: Exists}]}`, false},
+		{`{image: x, resources: {limits: {nvidia.com/gpu: "1"}}}`, true},
+		{`{image: x, resources: {limits: {devices.kubevirt.io/kvm: "1"}}}`, false},
+		{`{image: x, env: [{name: P, valueFrom: {secretKeyRef: {name: s, key: k}}}]}`, false},
+	}
+	for _, tc := range cases {
+		if err := gdValues(t, lc, tc.spec); (err == nil) != tc.allowed {
+			t.Errorf("%s: %v, want allowed %v", tc.spec, err, tc.allowed)
+		}
+	}
+}
+
+func TestParseToleration(t *testing.T) {
+	for in, want := range map[string]string{"*": "*", "*:NoSchedule": "*:NoSchedule", "a.io/b": "a.io/b", "k=v:NoExecute": "k=v:NoExecute", "k=": "k="} {
+		tol, err := ParseToleration(in)
+		if err != nil || FormatToleration(tol) != want {
+			t.Errorf("ParseToleration(%q) = %s, %v; want %s", in, FormatToleration(tol), err, want)
+		}
+	}
+	for _, bad := range []string{"", "k:Never", "*=v", "bad key"} {
+		if _, err := ParseToleration(bad); err == nil {
+			t.Errorf("ParseToleration(%q) accepted", bad)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,7 +108,7 @@ func (w VirtualMachineWebhook) validate(ctx context.Context, obj runtime.Object,
 	if !ok {
 		return fmt.Errorf("expected a VirtualMachine, got %T", obj)
 	}
-	errs := w.Validate(vm, old)
+	errs := append(w.Validate(vm, old), validateGracePeriod(vm)...)
 	if old == nil && vm.Spec.Backend == infrav1alpha1.BackendKubeVirt {
 		served, err := w.KubeVirtServed(ctx)
 		if err != nil {
@@ -122,4 +123,20 @@ func (w VirtualMachineWebhook) validate(ctx context.Context, obj runtime.Object,
 		return nil
 	}
 	return apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("VirtualMachine").GroupKind(), vm.Name, errs)
+}
+
+// maxVMGracePeriod is the longest shutdownGracePeriod, as the CRD's rule says: the pod's (or
+// KubeVirt's) termination grace period, which keeps a deleted VM, and its node's resources,
+// waiting for a guest that ignores the power-off.
+const maxVMGracePeriod = time.Hour
+
+// validateGracePeriod refuses a shutdown grace period outside 0s to maxVMGracePeriod. The CRD
+// refuses it too; checked here as well for a VM admitted under an older CRD without the rule.
+func validateGracePeriod(vm *infrav1alpha1.VirtualMachine) field.ErrorList {
+	p := vm.Spec.ShutdownGracePeriod
+	if p == nil || (p.Duration >= 0 && p.Duration <= maxVMGracePeriod) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "shutdownGracePeriod"), p.Duration.String(),
+		"must be from 0s to 1h, such as 60s or 5m")}
 }

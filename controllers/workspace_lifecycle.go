@@ -97,7 +97,7 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 	if err != nil {
 		return nil, err
 	}
-	if err := l.Limits.Check(&ws.Spec); err != nil {
+	if err := l.checkLimits(ws); err != nil {
 		return nil, err
 	}
 	if len(l.AccessKey) < access.KeyBytes {
@@ -110,10 +110,10 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 		"port":    int64(orDefault(s.Port, defaultWorkspacePort)),
 		"running": s.Running == nil || *s.Running,
 		"resources": map[string]any{
-			"cpu":    quantityOr(s.Resources.CPU, "1"),
-			"memory": quantityOr(s.Resources.Memory, "2Gi"),
+			"cpu":    quantityOr(s.Resources.CPU, defaultWorkspaceCPU),
+			"memory": quantityOr(s.Resources.Memory, defaultWorkspaceMemory),
 		},
-		"storage": map[string]any{"size": quantityOr(s.Storage.Size, "10Gi"), "storageClassName": deref(s.Storage.StorageClassName)},
+		"storage": map[string]any{"size": quantityOr(s.Storage.Size, defaultWorkspaceStorage), "storageClassName": deref(s.Storage.StorageClassName)},
 		"access":  map[string]any{"password": access.Password(l.AccessKey, ws.UID, s.Access.Rotation)},
 	}
 	if s.Git != nil {
@@ -134,6 +134,27 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 		vals["env"] = env["env"]
 	}
 	return vals, nil
+}
+
+// checkLimits refuses a spec over the limits, but never a render that takes no more than the
+// workspace already holds. A stop renders whatever limit was lowered since the IDE started: a
+// stopped IDE takes no CPU or memory, and a refused render would leave it running. The
+// generation the operator has already rendered renders again as it is, so that lowering a
+// limit neither changes nor stops what runs, nor wipes its status (a refused render reports no
+// phase, and the quota must go on counting it as running); any change to the spec (a start, a
+// larger size) is checked.
+func (l WorkspaceLifecycle) checkLimits(ws *infrav1alpha1.Workspace) error {
+	if ws.Generation != 0 && ws.Status.ObservedGeneration == ws.Generation {
+		return nil
+	}
+	check := l.Limits.Check
+	if ws.Spec.Running != nil && !*ws.Spec.Running {
+		check = l.Limits.CheckStopped
+	}
+	if ferr := check(&ws.Spec); ferr != nil {
+		return ferr // only when set: a nil *field.Error is not a nil error
+	}
+	return nil
 }
 
 // image is the IDE image to run for spec.image: the configured mirror of the default image

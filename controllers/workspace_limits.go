@@ -22,31 +22,64 @@ func DefaultWorkspaceLimits() WorkspaceLimits {
 	return WorkspaceLimits{CPU: resource.MustParse("8"), Memory: resource.MustParse("32Gi"), Storage: resource.MustParse("200Gi")}
 }
 
-// Check returns the first field of spec over its limit, named by its path in the Workspace.
+// The CRD's defaults of the resources, which a workspace that names none renders with (and
+// which the API server fills in on create).
+const (
+	defaultWorkspaceCPU     = "1"
+	defaultWorkspaceMemory  = "2Gi"
+	defaultWorkspaceStorage = "10Gi"
+)
+
+// Check returns the first field of spec over its limit, named by its path in the Workspace. An
+// unset field counts as its default, which is what renders.
 func (l WorkspaceLimits) Check(spec *infrav1alpha1.WorkspaceSpec) *field.Error {
+	return l.check(spec, true)
+}
+
+// CheckStopped is Check for a workspace asked to stop: its storage only. A stopped IDE takes
+// no CPU or memory, so limits on them never keep a workspace from scaling to zero; its volume
+// stays, and rendering it would create or grow it.
+func (l WorkspaceLimits) CheckStopped(spec *infrav1alpha1.WorkspaceSpec) *field.Error {
+	return l.check(spec, false)
+}
+
+// check compares each field with its limit (the default limit where l sets none); resources
+// says whether CPU and memory count.
+func (l WorkspaceLimits) check(spec *infrav1alpha1.WorkspaceSpec, resources bool) *field.Error {
 	d := DefaultWorkspaceLimits()
-	for _, c := range []struct {
+	type limit struct {
 		path       *field.Path
-		value      *resource.Quantity
+		value      resource.Quantity
 		max, deflt resource.Quantity
-	}{
-		{field.NewPath("spec", "resources", "cpu"), spec.Resources.CPU, l.CPU, d.CPU},
-		{field.NewPath("spec", "resources", "memory"), spec.Resources.Memory, l.Memory, d.Memory},
-		{field.NewPath("spec", "storage", "size"), spec.Storage.Size, l.Storage, d.Storage},
-	} {
+	}
+	checks := []limit{{field.NewPath("spec", "storage", "size"), orQuantity(spec.Storage.Size, defaultWorkspaceStorage), l.Storage, d.Storage}}
+	if resources {
+		checks = append([]limit{
+			{field.NewPath("spec", "resources", "cpu"), orQuantity(spec.Resources.CPU, defaultWorkspaceCPU), l.CPU, d.CPU},
+			{field.NewPath("spec", "resources", "memory"), orQuantity(spec.Resources.Memory, defaultWorkspaceMemory), l.Memory, d.Memory},
+		}, checks...)
+	}
+	for _, c := range checks {
 		maxQ := c.max
 		if maxQ.IsZero() {
 			maxQ = c.deflt
 		}
 		switch {
-		case c.value == nil:
-		case outOfRange(*c.value):
+		case outOfRange(c.value):
 			return field.Invalid(c.path, c.value.String(), "out of range")
 		case c.value.Cmp(maxQ) > 0:
 			return field.Invalid(c.path, c.value.String(), fmt.Sprintf("exceeds the most a workspace may have here (%s)", maxQ.String()))
 		}
 	}
 	return nil
+}
+
+// orQuantity is q, or the default d when q is unset or zero (as Values renders it).
+func orQuantity(q *resource.Quantity, d string) resource.Quantity {
+	if q == nil || q.IsZero() {
+		return resource.MustParse(d)
+	}
+	return *q
 }
 
 // outOfRange reports whether q is beyond float64's range, like 1e999999999, which parses. Such

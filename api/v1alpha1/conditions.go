@@ -21,7 +21,11 @@ const (
 	ReasonRenderFailed = "RenderFailed"
 	// ReasonValuesInvalid: the values do not satisfy the chart's values.schema.json; nothing was written.
 	ReasonValuesInvalid = "ValuesInvalid"
-	// ReasonApplyFailed: the API server refused a child.
+	// ReasonApplyFailed: the API server refused a child. When every refusal says the child is
+	// invalid (HTTP 422, or 400 for a malformed object: a label value longer than 63 characters
+	// made from a spec field, a change to an immutable field), no retry can succeed: nothing is
+	// retried until the spec changes, the message names the child and the field, and the
+	// Warning event's reason is EventChildInvalid.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonPruneFailed: a child that is no longer rendered could not be deleted.
 	ReasonPruneFailed = "PruneFailed"
@@ -39,6 +43,15 @@ const (
 	ReasonPaused = "Paused"
 	// ReasonDeleting: the CR is being deleted and its children are being torn down.
 	ReasonDeleting = "Deleting"
+	// ReasonIngressHostConflict: a Workspace's spec.ingress.host is already held by another
+	// Workspace, the oldest that claims it (creationTimestamp, then UID), in any namespace. The
+	// workspace runs without its Ingress, and gets one once the holder is gone. The message names
+	// the field; it does not name the holder, which may be another tenant's.
+	ReasonIngressHostConflict = "IngressHostConflict"
+	// ReasonIngressHostNotAllowed: a Workspace's spec.ingress.host does not match the host
+	// pattern the operator's admin set (e.g. {owner}-{name}.ide.example.com). The workspace
+	// runs without its Ingress until the host is changed to one that matches.
+	ReasonIngressHostNotAllowed = "IngressHostNotAllowed"
 )
 
 // Annotations and labels the operator reads or writes.
@@ -72,6 +85,10 @@ const (
 	EventOwnershipConflict = "OwnershipConflict"
 	// EventReconcileFailed: rendering, applying or pruning failed; the message says why.
 	EventReconcileFailed = "ReconcileFailed"
+	// EventChildInvalid: the API server refused a rendered child as invalid (see
+	// ReasonApplyFailed); the message names the child and the field, and nothing is retried
+	// until the spec changes.
+	EventChildInvalid = "ChildInvalid"
 	// EventResourceInvalid: the API server refuses any change to the resource itself, its
 	// finalizer or its status, as invalid (a value stored before its CRD refused it, which no
 	// CEL rule lets pass unchanged). Only this event can say so; nothing is retried until the

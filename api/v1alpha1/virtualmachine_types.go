@@ -75,11 +75,13 @@ const (
 // VMDisk is the VM's persistent disk: a PersistentVolumeClaim attached as the second disk,
 // kept while the VM is stopped.
 type VMDisk struct {
-	// Size of the disk. It may grow (if the storage class allows) but never shrink.
+	// Size of the disk (at most 64 characters). It may grow (if the storage class allows) but
+	// never shrink.
 	// +kubebuilder:default="10Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="must be at most 64Ti (the operator may set a lower limit)"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="a disk never shrinks"
+	// +kubebuilder:validation:XValidation:rule="(type(self) == string ? size(self) : 0) <= 64",message="must be at most 64 characters"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 	// StorageClassName of the claim; the cluster's default class when empty.
@@ -95,13 +97,17 @@ type VMDisk struct {
 
 // VMCloudInit configures the guest at first boot (NoCloud).
 type VMCloudInit struct {
-	// UserData is the cloud-init user data (for example a #cloud-config document).
+	// UserData is the cloud-init user data (for example a #cloud-config document), at most
+	// 32768 characters (32 KiB).
 	// +kubebuilder:validation:MaxLength=32768
 	// +optional
 	UserData string `json:"userData,omitempty"`
-	// SSHAuthorizedKeys are public keys allowed to log in as the image's default user.
+	// SSHAuthorizedKeys are public keys allowed to log in as the image's default user: at most
+	// 32 keys, each at most 4096 characters (an RSA key of 16384 bits is 2.8 KiB) and all
+	// together at most 16384 (16 KiB).
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:items:MaxLength=16384
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.map(k, size(k)).sum() <= 16384",message="all keys together must be at most 16384 characters (16 KiB)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh.com) [A-Za-z0-9+/=]+( [^\\n]*)?$'))",message="each key must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)"
 	// +optional
 	SSHAuthorizedKeys []string `json:"sshAuthorizedKeys,omitempty"`
@@ -137,10 +143,11 @@ type VirtualMachineSpec struct {
 	CPU *intstr.IntOrString `json:"cpu,omitempty"`
 
 	// Memory of the guest (the seed's "2G" is 2×10⁹ bytes): at least 128Mi, at most the
-	// operator's --vm-max-memory. Defaulted to 1Gi.
+	// operator's --vm-max-memory. Defaulted to 1Gi. At most 64 characters.
 	// +kubebuilder:default="1Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="must be at least 128Mi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('4Ti')) <= 0",message="must be at most 4Ti (the operator may set a lower limit)"
+	// +kubebuilder:validation:XValidation:rule="(type(self) == string ? size(self) : 0) <= 64",message="must be at most 64 characters"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 
@@ -194,8 +201,12 @@ type VirtualMachineSpec struct {
 	Backend VMBackend `json:"backend,omitempty"`
 
 	// ShutdownGracePeriod is how long the guest has to shut down when it is stopped or
-	// deleted (an ACPI power-off) before it is killed.
+	// deleted (an ACPI power-off) before it is killed: from 0s to 1h (the pod's or KubeVirt's
+	// termination grace period; a longer one would keep a deleted VM, and the node, waiting for
+	// a guest that ignores the power-off). At most 32 characters.
 	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="size(self) <= 32",message="must be at most 32 characters"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="must be from 0s to 1h, such as 60s or 5m"
 	// +optional
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
 }
@@ -240,6 +251,19 @@ type VirtualMachineStatus struct {
 
 // VirtualMachine is a virtual machine run by Kubernetes: QEMU in a pod, or KubeVirt when the
 // cluster has it; started, stopped and restarted by its run strategy, with a persistent disk.
+//
+// Its name is at most 63 characters, starts with a letter and holds only lower-case letters,
+// digits and '-': the chart names the VM's Service (and KubeVirt's VirtualMachine) after it (a
+// DNS-1035 label) and every child carries it as a label value (at most 63 characters). Both
+// are checked at creation only, so a VM stored before these rules can still be changed and
+// deleted.
+//
+// Size: the largest spec the CRD admits is about 51 KiB of JSON (cloud-init 48 KiB: user data
+// 32 KiB and SSH keys 16 KiB; ports 2 KiB; image, CPU model, storage class and quantities
+// under 2 KiB), so that no tenant's object grows the operator's memory (each object is held
+// several times) beyond that. TestLargestAdmittedSpecsStaySmall (test/integration) measures it.
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || size(self.metadata.name) <= 63",optionalOldSelf=true,message="metadata.name must be at most 63 characters: it is the value of the app.kubernetes.io/instance label of every child, and the name of its Service (a DNS label)"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",optionalOldSelf=true,message="metadata.name must start with a letter and hold only lower-case letters, digits and '-' (no '.'): it is the name of the VM's Service, which must be a DNS label (RFC 1035)"
 // +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

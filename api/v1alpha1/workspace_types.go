@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -40,29 +39,34 @@ const (
 
 // WorkspaceResources limit the IDE container (the seed's ResourceLimit, less storage).
 type WorkspaceResources struct {
-	// CPU is the IDE's CPU limit.
+	// CPU is the IDE's CPU limit (at most 64 characters).
 	// +kubebuilder:default="1"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64')) <= 0",message="must be at most 64 (the operator may set a lower limit)"
+	// +kubebuilder:validation:XValidation:rule="(type(self) == string ? size(self) : 0) <= 64",message="must be at most 64 characters"
 	// +optional
 	CPU *resource.Quantity `json:"cpu,omitempty"`
-	// Memory is the IDE's memory limit and request.
+	// Memory is the IDE's memory limit and request (at most 64 characters).
 	// +kubebuilder:default="2Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="must be at most 1Ti (the operator may set a lower limit)"
+	// +kubebuilder:validation:XValidation:rule="(type(self) == string ? size(self) : 0) <= 64",message="must be at most 64 characters"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
 
 // WorkspaceStorage is the workspace's persistent home directory.
 type WorkspaceStorage struct {
-	// Size of the volume.
+	// Size of the volume (at most 64 characters).
 	// +kubebuilder:default="10Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ti')) <= 0",message="must be at most 64Ti (the operator may set a lower limit)"
+	// +kubebuilder:validation:XValidation:rule="(type(self) == string ? size(self) : 0) <= 64",message="must be at most 64 characters"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
-	// StorageClassName of the claim; the cluster's default class when empty.
+	// StorageClassName of the claim; the cluster's default class when empty. At most 253
+	// characters (an object name).
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 	// ReclaimPolicy: Delete (default) removes the volume with the workspace; Retain keeps it.
@@ -93,7 +97,9 @@ type WorkspaceIngress struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Host string `json:"host"`
-	// ClassName is the IngressClass; the cluster's default when empty.
+	// ClassName is the IngressClass; the cluster's default when empty. At most 253 characters
+	// (an object name).
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ClassName *string `json:"className,omitempty"`
 	// TLSSecretName is the Secret holding the host's certificate; "<workspace name>-tls" when
@@ -161,20 +167,15 @@ type WorkspaceSpec struct {
 	// +optional
 	Git *WorkspaceGit `json:"git,omitempty"`
 
-	// Env sets environment variables in the IDE: values, ConfigMap keys and field references.
-	// Secrets cannot be referenced (secretKeyRef): whoever may create a Workspace could
-	// otherwise read any Secret of the namespace from inside the IDE. Resource references
-	// (resourceFieldRef) cannot be used either: their divisor is a quantity that the API server
-	// accepts in forms the operator's Go types refuse. PASSWORD and
-	// HASHED_PASSWORD cannot be set: they are the IDE's login. The gRPC API sets no env.
+	// Env sets environment variables in the IDE: values, ConfigMap keys and field references,
+	// never a Secret (secretKeyRef). At most 64 variables, 8 KiB a value, 16 KiB in all
+	// (EnvVars). Resource references (resourceFieldRef) cannot be used either: their divisor is
+	// a quantity that the API server accepts in forms the operator's Go types refuse. PASSWORD
+	// and HASHED_PASSWORD cannot be set: they are the IDE's login. The gRPC API sets no env.
 	// +optional
-	// +listType=map
-	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))",message="secretKeyRef is not allowed: a workspace may not read the namespace's Secrets"
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name != 'PASSWORD' && e.name != 'HASHED_PASSWORD')",message="PASSWORD and HASHED_PASSWORD are the IDE's login, set by the operator (see spec.access)"
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.resourceFieldRef))",message="resourceFieldRef is not allowed: use a value (its divisor, a quantity the API server and the operator parse differently, could stop the operator's cache of Workspaces)"
-	Env []corev1.EnvVar `json:"env,omitempty"`
+	Env EnvVars `json:"env,omitempty"`
 
 	// Ingress, when set, serves the IDE at a host name (if the cluster has the Ingress API).
 	// +optional
@@ -185,8 +186,10 @@ type WorkspaceSpec struct {
 	// +optional
 	Access WorkspaceAccess `json:"access,omitempty"`
 
-	// StartTimeout is how long the IDE may take to become ready before the phase is Failed.
+	// StartTimeout is how long the IDE may take to become ready before the phase is Failed
+	// (at most 32 characters).
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="size(self) <= 32",message="must be at most 32 characters"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration such as 90s or 5m"
 	// +optional
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
@@ -221,6 +224,15 @@ type WorkspaceStatus struct {
 	// StartRequestedAt is when the current start began; the start timeout counts from it.
 	// +optional
 	StartRequestedAt *metav1.Time `json:"startRequestedAt,omitempty"`
+	// IngressHost is the host this workspace claims (spec.ingress.host, in lower case), and
+	// IngressHostClaimedAt when it first did: a host is held by the workspace whose claim is
+	// the earliest, so that moving an older workspace onto a host another one is served at
+	// takes nothing from it.
+	// +optional
+	IngressHost string `json:"ingressHost,omitempty"`
+	// IngressHostClaimedAt is when this workspace first claimed IngressHost.
+	// +optional
+	IngressHostClaimedAt *metav1.Time `json:"ingressHostClaimedAt,omitempty"`
 	// Conditions are Ready, Progressing and Degraded.
 	// +optional
 	// +listType=map
@@ -232,6 +244,18 @@ type WorkspaceStatus struct {
 }
 
 // Workspace is a browser IDE (code-server) with its own storage, limits, start/stop and a URL.
+//
+// Its name is at most 63 characters, starts with a letter and holds only lower-case letters,
+// digits and '-': the chart names the IDE's Service after it (a DNS-1035 label) and every child
+// carries it as a label value (at most 63 characters). Both are checked at creation only, so a
+// Workspace stored before these rules can still be changed and deleted.
+//
+// Size: the largest spec the CRD admits is about 26 KiB of JSON (env 21 KiB of it: 16 KiB of
+// text and the JSON around 64 variables; git URL and ref 2.3 KiB; the rest under 3 KiB), so
+// that no tenant's object grows the operator's memory (each object is held several times)
+// beyond that. TestLargestAdmittedSpecsStaySmall (test/integration) measures it.
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || size(self.metadata.name) <= 63",optionalOldSelf=true,message="metadata.name must be at most 63 characters: it is the value of the app.kubernetes.io/instance label of every child, and the name of its Service (a DNS label)"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",optionalOldSelf=true,message="metadata.name must start with a letter and hold only lower-case letters, digits and '-' (no '.'): it is the name of the Workspace's Service, which must be a DNS label (RFC 1035)"
 // +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -134,9 +134,14 @@ func (r *reconciler) lookup(ctx context.Context, like *unstructured.Unstructured
 	if current != nil || err != nil {
 		return current, err
 	}
+	return r.readLive(ctx, like)
+}
+
+// readLive reads what stands in like's place from the API server; nil when nothing does.
+func (r *reconciler) readLive(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(like.GroupVersionKind())
-	err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(like), u)
+	err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(like), u)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -146,13 +151,18 @@ func (r *reconciler) lookup(ctx context.Context, like *unstructured.Unstructured
 	return u, nil
 }
 
-// getChild reads a child from the child cache; nil when the cache has none.
+// getChild reads a child from the child cache; nil when the cache has none. A stub the cache
+// holds for an object no live resource of ours held when it was cached is read whole from the
+// API server: the object may have become ours since (cachetrim.go).
 func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	current, err := r.children.get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", describe(like), err)
 	}
-	return current, nil
+	if current == nil || !trimmed(current) {
+		return current, nil
+	}
+	return r.readLive(ctx, like)
 }
 
 // write applies every step whose child is missing, drifted or adopted, and returns the live
@@ -201,7 +211,32 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 			}
 		}
 	}
-	return live, errors.Join(refused...)
+	return live, refusal(refused)
+}
+
+// childInvalidError says that the API server refused children as invalid: what the chart
+// rendered from the spec is itself wrong (a label value too long, a malformed field), so no
+// retry can succeed until the spec changes.
+type childInvalidError struct{ err error }
+
+func (e *childInvalidError) Error() string { return e.err.Error() }
+func (e *childInvalidError) Unwrap() error { return e.err }
+
+// refusal joins the refusals of one write. When every one says the child is invalid (422), it
+// is a childInvalidError; one refusal that a retry may fix (a quota, a timeout) keeps it
+// retried. A 400 is not taken as invalid: an admission webhook's denial without a code is one,
+// and may depend on what changes outside the spec (a policy fixed, a registry back).
+func refusal(refused []error) error {
+	err := errors.Join(refused...)
+	if err == nil {
+		return nil
+	}
+	for _, e := range refused {
+		if !apierrors.IsInvalid(e) {
+			return err
+		}
+	}
+	return &childInvalidError{err: err}
 }
 
 // change is what writing a step did to its child.

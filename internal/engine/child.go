@@ -290,6 +290,15 @@ func inventoryEntry(obj *unstructured.Unstructured) infrav1alpha1.InventoryEntry
 	return infrav1alpha1.NewInventoryEntry(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
 }
 
+// inventoryIDs are the inventory IDs of objs.
+func inventoryIDs(objs []*unstructured.Unstructured) []string {
+	ids := make([]string, len(objs))
+	for i, o := range objs {
+		ids[i] = inventoryEntry(o).ID
+	}
+	return ids
+}
+
 // objectFromEntry is an empty object with the entry's identity.
 func objectFromEntry(e infrav1alpha1.InventoryEntry) (*unstructured.Unstructured, error) {
 	gvk, namespace, name, err := e.Object()

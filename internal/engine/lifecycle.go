@@ -53,8 +53,11 @@ type StatusResult struct {
 	Prompt bool
 	// Failure, when set, says the resource is failing in a way kstatus cannot see in its
 	// children (a container that keeps restarting, an image that cannot be pulled): the
-	// resource is then Degraded (ReasonChildFailed) with this message, as for a failed child.
+	// resource is then Degraded with this message, as for a failed child.
 	Failure string
+	// FailureReason is the Degraded condition's reason for Failure when no child failed too:
+	// the kind's own documented reason; ReasonChildFailed when empty.
+	FailureReason string
 }
 
 // PodObserver is implemented by lifecycles whose status needs the pods that the chart's

@@ -87,7 +87,8 @@ type writeMemo struct {
 // lastWrite is what was last written to one incarnation (UID) of a resource.
 type lastWrite struct {
 	uid       types.UID
-	status    any // the status as written
+	status    any    // the status as written
+	version   string // the resourceVersion the status write returned
 	at        time.Time
 	finalizer bool // the finalizer was added
 	// The first status of generation was first put off at since (firstStatusWait), with the
@@ -154,4 +155,20 @@ func (m *writeMemo) overlay(obj *unstructured.Unstructured) error {
 		return fmt.Errorf("restoring the last written status: %w", err)
 	}
 	return nil
+}
+
+// caughtUp drops the status last written to obj once the cache holds the object that write
+// returned (its resourceVersion): the cache never goes back to an older object, and one status
+// per resource is most of what the memo would otherwise hold at rest. The resource informer
+// calls it with each object it stores.
+func (m *writeMemo) caughtUp(obj *unstructured.Unstructured) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := client.ObjectKeyFromObject(obj)
+	w, ok := m.m[key]
+	if !ok || w.uid != obj.GetUID() || w.status == nil || w.version == "" || w.version != obj.GetResourceVersion() {
+		return
+	}
+	w.status = nil
+	m.m[key] = w
 }

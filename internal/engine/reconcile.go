@@ -64,6 +64,7 @@ type reconciler struct {
 	renders  renderMemo
 	written  writeMemo
 	recovery *recovery
+	owners   *owners // what the live resources every reconciler serves hold
 }
 
 // scope is what one reconcile of one custom resource works on.
@@ -195,8 +196,12 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err := r.ensureWatches(desired); err != nil {
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
+	// Before any child is written, so that the child cache keeps each one whole from its first
+	// event on (cachetrim.go).
+	r.owners.expect(s.obj, inventoryIDs(desired))
 	live, err := r.applyAll(ctx, s, desired)
 	var conflict *ownershipConflictError
+	var invalid *childInvalidError
 	switch {
 	case errors.Is(err, errStale):
 		s.stale = true
@@ -206,6 +211,11 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	case err != nil:
 		// Some children may have been created: record them, so that a delete finds them.
 		s.status.Inventory = mergeInventory(s.status.Inventory, inventoryOf(desired))
+		if errors.As(err, &invalid) {
+			// Retrying a child refused as invalid only repeats the refusal: like a render
+			// failure, it waits for the spec to change.
+			return ctrl.Result{}, reconcile.TerminalError(r.fail(s, infrav1alpha1.ReasonApplyFailed, err))
+		}
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
 	if err := r.prune(ctx, s, desired); err != nil {
@@ -227,11 +237,16 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 func (r *reconciler) fail(s *scope, reason string, err error) error {
 	s.outcome.failure(reason, err)
 	if !s.status.degradedBy(reason, err.Error()) {
-		// An ownership conflict's event says its reason; every other failure is ReconcileFailed.
+		// An ownership conflict's event and an invalid child's say their reason; every other
+		// failure is ReconcileFailed.
 		eventReason := infrav1alpha1.EventReconcileFailed
 		var conflict *ownershipConflictError
-		if errors.As(err, &conflict) {
+		var invalid *childInvalidError
+		switch {
+		case errors.As(err, &conflict):
 			eventReason = conflict.Reason
+		case errors.As(err, &invalid):
+			eventReason = infrav1alpha1.EventChildInvalid
 		}
 		r.event(s.obj, true, eventReason, "%v", err)
 	}
@@ -300,7 +315,9 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 		}
 		return fmt.Errorf("patching status: %w", err)
 	}
-	r.written.record(s.obj, func(w *lastWrite) { w.status, w.at, w.inventory = status, time.Now(), nil })
+	r.written.record(s.obj, func(w *lastWrite) {
+		w.status, w.version, w.at, w.inventory = status, s.obj.GetResourceVersion(), time.Now(), nil
+	})
 	return nil
 }
 

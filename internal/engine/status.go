@@ -108,7 +108,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
 	s.fields, s.progress, s.prompt = res.Fields, res.Progress, res.Prompt
-	s.outcome.workloadFailure = res.Failure
+	s.outcome.workloadFailure, s.outcome.workloadReason = res.Failure, res.FailureReason
 	return res.RequeueAfter, nil
 }
 
@@ -133,10 +133,11 @@ type outcome struct {
 	reason string
 	// children are the live children after apply.
 	children []*unstructured.Unstructured
-	// workloadFailure is the kind's own finding of a failure (StatusResult.Failure).
-	workloadFailure string
-	paused          bool
-	deleting        bool
+	// workloadFailure is the kind's own finding of a failure (StatusResult.Failure), and
+	// workloadReason its reason.
+	workloadFailure, workloadReason string
+	paused                          bool
+	deleting                        bool
 }
 
 // failure records err with the reason that classifies it.
@@ -191,13 +192,17 @@ func summarize(o outcome) (ready, progressing, degraded cond) {
 		return cond{f, o.reason, msg}, cond{f, o.reason, msg}, cond{t, o.reason, msg}
 	}
 	failed, waiting := childProblems(o.children)
+	reason := infrav1alpha1.ReasonChildFailed
 	if o.workloadFailure != "" {
+		if len(failed) == 0 && o.workloadReason != "" {
+			reason = o.workloadReason
+		}
 		failed = append(failed, o.workloadFailure)
 	}
 	switch {
 	case len(failed) > 0:
 		msg := strings.Join(failed, "; ")
-		return cond{f, infrav1alpha1.ReasonChildFailed, msg}, cond{f, infrav1alpha1.ReasonChildFailed, msg}, cond{t, infrav1alpha1.ReasonChildFailed, msg}
+		return cond{f, reason, msg}, cond{f, reason, msg}, cond{t, reason, msg}
 	case len(waiting) > 0:
 		msg := "waiting for " + strings.Join(waiting, "; ")
 		return cond{f, infrav1alpha1.ReasonApplying, msg}, cond{t, infrav1alpha1.ReasonApplying, msg}, cond{f, infrav1alpha1.ReasonApplying, msg}

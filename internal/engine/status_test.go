@@ -38,6 +38,10 @@ func TestSetConditions(t *testing.T) {
 		{"rolling out", outcome{children: []*unstructured.Unstructured{readyDS, rollingDS}}, "False", "True", "False", infrav1alpha1.ReasonApplying},
 		{"render failed", outcome{err: &render.TemplateError{Err: errors.New("boom")}, reason: infrav1alpha1.ReasonRenderFailed}, "False", "False", "True", infrav1alpha1.ReasonRenderFailed},
 		{"workload failing", outcome{children: []*unstructured.Unstructured{rollingDS}, workloadFailure: "container c: CrashLoopBackOff"}, "False", "False", "True", infrav1alpha1.ReasonChildFailed},
+		{"workload failing for the kind's reason", outcome{children: []*unstructured.Unstructured{readyDS}, workloadFailure: "host taken", workloadReason: infrav1alpha1.ReasonIngressHostConflict},
+			"False", "False", "True", infrav1alpha1.ReasonIngressHostConflict},
+		{"a failed child outranks the kind's reason", outcome{children: []*unstructured.Unstructured{failedChild()}, workloadFailure: "host taken", workloadReason: infrav1alpha1.ReasonIngressHostConflict},
+			"False", "False", "True", infrav1alpha1.ReasonChildFailed},
 		{"paused", outcome{paused: true}, "False", "False", "False", infrav1alpha1.ReasonPaused},
 		{"deleting", outcome{deleting: true}, "False", "True", "False", infrav1alpha1.ReasonDeleting},
 	}
@@ -185,4 +189,15 @@ func TestFirstStatusIsPutOffUnlessPrompt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failedChild is a Deployment kstatus finds Failed: its rollout exceeded its deadline.
+func failedChild() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "d", "generation": int64(1)},
+		"status": map[string]any{"observedGeneration": int64(1), "conditions": []any{map[string]any{
+			"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}}},
+	}}
+	return u
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -38,7 +39,12 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 			return err
 		}
 	}
-	childCache, err := newChildCache(mgr, cfg.namespaces)
+	held := newOwners(clientgoscheme.Scheme)
+	tracked, err := held.track(mgr, ws)
+	if err != nil {
+		return err
+	}
+	childCache, err := newChildCache(mgr, cfg.namespaces, held, tracked)
 	if err != nil {
 		return err
 	}
@@ -50,21 +56,22 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 	}
 	caps := newCapabilities(dc, cfg.capabilitiesTTL)
 	for _, w := range ws {
-		if err := setupOne(mgr, w, cfg, childCache, caps); err != nil {
+		if err := setupOne(mgr, w, cfg, childCache, caps, held); err != nil {
 			return fmt.Errorf("watches entry on line %d (%s): %w", w.Line, w.GroupVersionKind(), err)
 		}
 	}
 	return nil
 }
 
-// newChildCache is a cache of the operator's children only: every object carrying our
-// managed-by label, without managedFields, so memory follows what we manage, not the cluster.
-func newChildCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
+// newChildCache is a cache of the operator's children: every object carrying our managed-by
+// label, whole only when a live resource we serve holds it (anyone may set the label on their
+// own objects), so memory follows what we manage, not what others label (cachetrim.go).
+func newChildCache(mgr ctrl.Manager, namespaces []string, held *owners, tracked func() bool) (cache.Cache, error) {
 	opts := cache.Options{
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
-		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultTransform:     held.transform,
 	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -76,13 +83,28 @@ func newChildCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the child cache: %w", err)
 	}
-	if err := mgr.Add(c); err != nil {
+	if err := mgr.Add(startAfter{Cache: c, ready: tracked}); err != nil {
 		return nil, fmt.Errorf("adding the child cache: %w", err)
 	}
 	return c, nil
 }
 
-func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Cache, caps *capabilities) error {
+// startAfter starts a cache once ready says so: the child cache, once the owner record holds
+// every resource the manager's cache listed, so that no child of theirs is first cached as a
+// stub (and read from the API server until it next changes).
+type startAfter struct {
+	cache.Cache
+	ready func() bool
+}
+
+func (s startAfter) Start(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.ready) {
+		return fmt.Errorf("the child cache's owner record never synced: %w", ctx.Err())
+	}
+	return s.Cache.Start(ctx)
+}
+
+func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Cache, caps *capabilities, held *owners) error {
 	chart, err := render.Load(w.Chart)
 	if err != nil {
 		return err
@@ -100,7 +122,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 		resources: store{cache: mgr.GetCache()}, children: store{cache: childCache, scheme: clientgoscheme.Scheme},
 		recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, shard: shardOf(sel), cfg: cfg, metrics: sharedMetrics(),
-		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(),
+		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(), owners: held,
 	}
 	return r.SetupWithManager(mgr)
 }
@@ -132,8 +154,32 @@ func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("building controller %s: %w", r.name(), err)
 	}
 	r.controller = c
+	if err := r.dropCaughtUpStatus(mgr); err != nil {
+		return err
+	}
 	if _, ok := r.lifecycle.(PodObserver); ok {
 		return r.watchPods()
+	}
+	return nil
+}
+
+// dropCaughtUpStatus lets the write memo forget each status the cache has caught up with.
+func (r *reconciler) dropCaughtUpStatus(mgr ctrl.Manager) error {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), r.resources.object(r.gvk))
+	if err != nil {
+		return fmt.Errorf("watching %s for the write memo: %w", r.gvk.Kind, err)
+	}
+	caughtUp := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			r.written.caughtUp(u)
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    caughtUp,
+		UpdateFunc: func(_, obj any) { caughtUp(obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("handling %s events for the write memo: %w", r.gvk.Kind, err)
 	}
 	return nil
 }

@@ -198,8 +198,12 @@ func (u *userLock) forget() {
 }
 
 // stopped reports whether a workspace counts as stopped for the quota: asked to stop, and its
-// IDE pod gone (phase Stopped), not merely on its way out.
+// IDE pod gone (phase Stopped), not merely on its way out. No phase is no news: the operator
+// writes none while it cannot render the workspace (a limit lowered under it, say), and the IDE
+// started before may still run. Only a workspace the operator never applied anything for (no
+// inventory) is known to run nothing.
 func stopped(ws *infrav1alpha1.Workspace) bool {
 	asked := ws.Spec.Running != nil && !*ws.Spec.Running
-	return asked && (ws.Status.Phase == infrav1alpha1.WorkspaceStopped || ws.Status.Phase == "")
+	neverApplied := ws.Status.Phase == "" && ws.Status.Inventory == nil
+	return asked && (ws.Status.Phase == infrav1alpha1.WorkspaceStopped || neverApplied)
 }

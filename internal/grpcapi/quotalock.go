@@ -177,7 +177,10 @@ func (l *quotaLock) acquire(ctx context.Context, user string) (*coordinationv1.L
 	}
 }
 
-// breakExpired deletes the Lease if its holder has held it past ttl (it died holding it).
+// breakExpired deletes the Lease if its holder has not renewed it for its duration (it died
+// holding it). A holder renews a Lease it keeps (hold), so a Lease taken long ago but renewed
+// since is live: judging from when it was taken would break it under its holder, and two
+// replicas would decide the user's quota at once.
 func (l *quotaLock) breakExpired(ctx context.Context, name string) error {
 	var cur coordinationv1.Lease
 	err := l.fresh.Get(ctx, client.ObjectKey{Namespace: l.namespace, Name: name}, &cur)
@@ -187,7 +190,7 @@ func (l *quotaLock) breakExpired(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("reading the quota lock %s: %w", name, err)
 	}
-	if cur.Spec.AcquireTime == nil || l.now().Sub(cur.Spec.AcquireTime.Time) < l.ttl {
+	if !l.expired(&cur) {
 		return nil
 	}
 	rv := cur.ResourceVersion
@@ -195,6 +198,25 @@ func (l *quotaLock) breakExpired(ctx context.Context, name string) error {
 		return fmt.Errorf("breaking the expired quota lock %s: %w", name, err)
 	}
 	return nil
+}
+
+// expired reports whether a Lease's holder has let it lapse: no renewal (or, never renewed,
+// since it was taken) within the duration the holder wrote, or this replica's ttl when it
+// wrote none. A Lease with neither time counts from its creation, so that it cannot be held
+// for ever.
+func (l *quotaLock) expired(lease *coordinationv1.Lease) bool {
+	last := lease.CreationTimestamp.Time
+	switch {
+	case lease.Spec.RenewTime != nil:
+		last = lease.Spec.RenewTime.Time
+	case lease.Spec.AcquireTime != nil:
+		last = lease.Spec.AcquireTime.Time
+	}
+	ttl := l.ttl
+	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
+		ttl = time.Duration(*d) * time.Second
+	}
+	return !last.IsZero() && l.now().Sub(last) >= ttl
 }
 
 // release deletes the Lease this call created, even when the call's context has ended.

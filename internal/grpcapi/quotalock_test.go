@@ -281,3 +281,43 @@ func TestQuotaBurstWritesConcurrentlyAndHolds(t *testing.T) {
 		t.Errorf("the last place after a failed write: %v, want allowed", err)
 	}
 }
+
+// TestQuotaLockRenewedIsNotBroken: replica A holds jo's Lease for longer than its ttl and
+// renews it as it goes; replica B, counting from when A first took it, must not break it while
+// A's last renewal is fresh: two replicas would then decide jo's quota at once. Once A stops
+// renewing (it died), B takes it after a ttl from the last renewal.
+func TestQuotaLockRenewedIsNotBroken(t *testing.T) {
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	a, b := newQuotaLock(server, server, "ops"), newQuotaLock(server, server, "ops")
+	a.now, b.now = clock, clock
+	// A's first call takes the Lease, decides, and is still writing (it has not exited).
+	writing, err := a.enter(context.Background(), "jo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writing.yield()
+	defer a.exit("jo", writing)
+	// A's next call comes after a third of the ttl and renews the Lease; the first call is
+	// still writing, so the Lease stays held.
+	now = now.Add(a.ttl - time.Second)
+	renewing, err := decide(a, context.Background(), "jo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewing()
+	now = now.Add(2 * time.Second) // past ttl since A took it, 2 s since A renewed it
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if stolen, err := decide(b, ctx, "jo"); err == nil {
+		stolen()
+		t.Fatal("replica B took jo's Lease 2 s after replica A renewed it: both decide jo's quota at once")
+	}
+	now = now.Add(a.ttl) // A has not renewed for a ttl: it died holding the Lease
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := decide(b, ctx, "jo"); err != nil {
+		t.Errorf("a Lease not renewed for its ttl: %v, want taken over", err)
+	}
+}

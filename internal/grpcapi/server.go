@@ -8,11 +8,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/big"
@@ -52,6 +50,28 @@ type config struct {
 	limits        controllers.WorkspaceLimits
 	accessKey     []byte
 	stopTimeout   time.Duration
+	conn          connLimits
+	user          userLimitsConfig
+	certReload    time.Duration
+}
+
+// connLimits bound what anyone who can reach the port holds, before any token is checked.
+type connLimits struct {
+	maxConns         int
+	handshakeTimeout time.Duration
+	idleTimeout      time.Duration
+	maxAge           time.Duration
+	maxAgeGrace      time.Duration // 0: the max wait plus a minute (ageGrace)
+	maxStreams       int
+	maxHeaderBytes   int
+}
+
+// userLimitsConfig bound what one authenticated user holds and how fast they write.
+type userLimitsConfig struct {
+	maxInFlight       int
+	mutationsPerMin   int
+	mutationBurst     int
+	idleStateEviction time.Duration
 }
 
 func defaultConfig() *config {
@@ -67,6 +87,22 @@ func defaultConfig() *config {
 		maxWatches:    4,
 		maxRetained:   3,
 		stopTimeout:   10 * time.Second,
+		// Anyone who reaches the port holds, before any token is checked, about 42 KiB per
+		// open connection (8,000 took 333 MiB) and 5.5 KiB more per call that never sends its
+		// request: 512 connections of 32 such calls each hold at most about 110 MiB, within
+		// the 256 MiB limit. A client past 32 calls on a connection queues, it does not fail;
+		// a portal that needs more opens more connections. A handshake has 10 s; a connection
+		// idle for 5 min is dropped (clients reconnect on their next call); every connection
+		// is recycled after 30 min, which also ends calls stalled on it, with a grace of the
+		// max wait plus a minute so that no create-and-wait is cut short. 16 KiB of headers
+		// holds gRPC's own and a bearer token many times over.
+		conn: connLimits{maxConns: 512, handshakeTimeout: 10 * time.Second, idleTimeout: 5 * time.Minute,
+			maxAge: 30 * time.Minute, maxStreams: 32, maxHeaderBytes: 16 << 10},
+		// A user's calls: 16 at once (4 Watch streams, a wait on each of 5 workspaces, reads);
+		// 30 writes a minute in bursts of 10 (start or stop every workspace at once, twice).
+		// The state of a user idle for 5 minutes is dropped.
+		user:       userLimitsConfig{maxInFlight: 16, mutationsPerMin: 30, mutationBurst: 10, idleStateEviction: 5 * time.Minute},
+		certReload: 10 * time.Second,
 	}
 }
 
@@ -189,14 +225,11 @@ func WithMaxWatches(n int) Option {
 	}
 }
 
-// Limits of every connection: requests are small, and a client that pings too often or opens
-// streams without end is cut off rather than served. A portal multiplexes its users' calls over
-// one connection, and a create-and-wait holds its stream until the IDE runs: the stream limit
-// leaves room for a burst of those (what a user may have is bounded by the quotas).
+// Limits of every connection: requests are small, and a client that pings too often is cut
+// off rather than served. The configurable ones are in connLimits.
 const (
-	maxRecvMsgSize       = 64 << 10
-	maxConcurrentStreams = 1024
-	keepaliveMinTime     = 20 * time.Second
+	maxRecvMsgSize   = 64 << 10
+	keepaliveMinTime = 20 * time.Second
 )
 
 // The API creates and deletes workspaces for its users, and reads its token Secret.
@@ -209,6 +242,7 @@ type Server struct {
 	cfg    *config
 	tokens *tokenStore
 	w      *workspaces
+	limits *userLimits
 }
 
 // New builds the server; Add it to the manager to run it.
@@ -225,6 +259,9 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 	if cfg.tokenMaxStale < cfg.tokenTTL {
 		return nil, fmt.Errorf("token staleness %s is shorter than the %s between reads of the token Secret", cfg.tokenMaxStale, cfg.tokenTTL)
 	}
+	if err := validateLimits(cfg); err != nil {
+		return nil, err
+	}
 	// Workspaces are read unstructured, decoded one by one (decodingReader).
 	cached := &unstructured.Unstructured{}
 	cached.SetGroupVersionKind(workspaceGVK)
@@ -239,14 +276,16 @@ func New(mgr ctrl.Manager, opts ...Option) (*Server, error) {
 	if _, err := informer.AddEventHandler(n.handler()); err != nil {
 		return nil, fmt.Errorf("watching workspaces: %w", err)
 	}
-	return &Server{
-		cfg: cfg,
-		tokens: &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, maxStale: cfg.tokenMaxStale,
-			now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")},
-		// The cache, not the manager's client: that reads unstructured objects around it.
-		w: newWorkspaces(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), n, cfg,
-			newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), cfg.tokens.Namespace)),
-	}, nil
+	tokens := &tokenStore{reader: mgr.GetAPIReader(), secret: cfg.tokens, ttl: cfg.tokenTTL, maxStale: cfg.tokenMaxStale,
+		now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")}
+	// The cache, not the manager's client: that reads unstructured objects around it.
+	w := newWorkspaces(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), n, cfg,
+		newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), cfg.tokens.Namespace))
+	return newServer(cfg, tokens, w), nil
+}
+
+func newServer(cfg *config, tokens *tokenStore, w *workspaces) *Server {
+	return &Server{cfg: cfg, tokens: tokens, w: w, limits: newUserLimits(cfg.user, time.Now)}
 }
 
 // NeedLeaderElection is false: every replica serves the API.
@@ -254,35 +293,30 @@ func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends, then stops gracefully: running calls get stopTimeout to finish.
 func (s *Server) Start(ctx context.Context) error {
-	log := ctrl.Log.WithName("grpc")
-	creds, fingerprint, err := s.credentials()
-	if err != nil {
-		return err
-	}
 	lis, err := net.Listen("tcp", s.cfg.address)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.address, err)
 	}
-	srv := grpc.NewServer(grpc.Creds(creds),
-		grpc.MaxRecvMsgSize(maxRecvMsgSize), grpc.MaxConcurrentStreams(maxConcurrentStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(s.tokens.unary), grpc.ChainStreamInterceptor(s.tokens.stream))
-	pb.RegisterCloudIdeServiceServer(srv, &seedService{w: s.w})
-	workspacev1.RegisterWorkspaceServiceServer(srv, &v1Service{w: s.w})
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	reflection.Register(srv)
+	return s.serve(ctx, lis)
+}
 
+// serve serves on lis until ctx ends.
+func (s *Server) serve(ctx context.Context, lis net.Listener) error {
+	log := ctrl.Log.WithName("grpc")
+	srv, err := s.grpcServer(ctx)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	log.Info("serving the workspace API", "address", lis.Addr().String(), "certificateSHA256", fingerprint)
+	go func() { errc <- srv.Serve(newLimitListener(lis, s.cfg.conn.maxConns, log)) }()
+	log.Info("serving the workspace API", "address", lis.Addr().String(), "maxConnections", s.cfg.conn.maxConns,
+		"maxCallsInFlightPerUser", s.cfg.user.maxInFlight, "writesPerMinutePerUser", s.cfg.user.mutationsPerMin)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving gRPC: %w", err)
 	case <-ctx.Done():
 	}
-	hs.Shutdown()
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
@@ -294,20 +328,45 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// credentials loads the configured certificate or makes a self-signed one.
-func (s *Server) credentials() (credentials.TransportCredentials, string, error) {
-	var cert tls.Certificate
-	var err error
-	if s.cfg.certFile != "" {
-		cert, err = tls.LoadX509KeyPair(s.cfg.certFile, s.cfg.keyFile)
-	} else {
-		cert, err = selfSigned()
-	}
+// grpcServer is the server with its services and limits; its certificate is watched until ctx ends.
+func (s *Server) grpcServer(ctx context.Context) (*grpc.Server, error) {
+	certs, err := newCertSource(s.cfg.certFile, s.cfg.keyFile, s.cfg.certReload, ctrl.Log.WithName("grpc-tls"))
 	if err != nil {
-		return nil, "", fmt.Errorf("loading the gRPC TLS certificate: %w", err)
+		return nil, err
 	}
-	sum := sha256.Sum256(cert.Certificate[0])
-	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), hex.EncodeToString(sum[:]), nil
+	go certs.run(ctx)
+	creds := credentials.NewTLS(&tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12})
+	opts := append(s.connOptions(), grpc.Creds(creds),
+		grpc.ChainUnaryInterceptor(s.tokens.unary, s.limits.unary), grpc.ChainStreamInterceptor(s.tokens.stream, s.limits.stream))
+	srv := grpc.NewServer(opts...)
+	pb.RegisterCloudIdeServiceServer(srv, &seedService{w: s.w})
+	workspacev1.RegisterWorkspaceServiceServer(srv, &v1Service{w: s.w})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	go func() { <-ctx.Done(); hs.Shutdown() }()
+	return srv, nil
+}
+
+// connOptions bound what a connection holds before its calls are authenticated: they cost
+// memory to anyone who can reach the port (connOptions' numbers are in defaultConfig).
+func (s *Server) connOptions() []grpc.ServerOption {
+	c := s.cfg.conn
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+		grpc.MaxConcurrentStreams(uint32(c.maxStreams)),
+		// Advertised to clients, and enforced while the header block is decoded: an
+		// over-size block is discarded as it is read, never held whole.
+		grpc.MaxHeaderListSize(uint32(c.maxHeaderBytes)),
+		grpc.ConnectionTimeout(c.handshakeTimeout),
+		// Idle connections hold their 32 KiB write buffer only while writing.
+		grpc.SharedWriteBuffer(true),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: c.idleTimeout, MaxConnectionAge: c.maxAge, MaxConnectionAgeGrace: s.cfg.ageGrace(),
+			Time: 2 * time.Minute, Timeout: 20 * time.Second,
+		}),
+	}
 }
 
 func selfSigned() (tls.Certificate, error) {

@@ -107,9 +107,9 @@ func (s *v1Service) GetAccess(ctx context.Context, in *workspacev1.WorkspaceRef)
 
 // RotateAccess raises the workspace's access rotation, conditional on the version checked.
 func (s *v1Service) RotateAccess(ctx context.Context, in *workspacev1.WorkspaceRef) (*workspacev1.WorkspaceAccess, error) {
-	ws, err := s.w.change(ctx, userFrom(ctx), in.GetNamespace(), in.GetName(), refFields, nil, func(ws *infrav1alpha1.Workspace) bool {
+	ws, err := s.w.change(ctx, userFrom(ctx), in.GetNamespace(), in.GetName(), refFields, nil, func(ws *infrav1alpha1.Workspace) (bool, error) {
 		ws.Spec.Access.Rotation++
-		return true
+		return true, nil
 	})
 	if err != nil {
 		return nil, err

@@ -300,8 +300,8 @@ func outcomeKnown(err error) bool {
 }
 
 // admit checks a create before the quota is counted, since these are the more useful answers:
-// a taken name (a workspace, or another user's retained volume), the operator's limits, and
-// the CRD's rules (through a dry run).
+// a taken name (a workspace, or another user's retained volume), the CRD's rules (through a
+// dry run), and the operator's limits on the workspace as the dry run defaulted it.
 func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.Workspace, f fields) error {
 	key := client.ObjectKeyFromObject(ws)
 	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
@@ -310,12 +310,16 @@ func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.W
 	if err := w.checkRetainedVolume(ctx, user, key); err != nil {
 		return err
 	}
-	if ferr := w.cfg.limits.Check(&ws.Spec); ferr != nil {
+	// The limits are checked on what the dry run stored: the workspace with the CRD's defaults
+	// filled in, which is what the operator renders and checks. A field the call left out is
+	// over a limit below its default just as one it set.
+	defaulted := ws.DeepCopy()
+	if err := w.c.Create(ctx, defaulted, client.DryRunAll); err != nil {
+		return createError(err, ws.Name, f)
+	}
+	if ferr := w.cfg.limits.Check(&defaulted.Spec); ferr != nil {
 		over := apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("Workspace").GroupKind(), ws.Name, field.ErrorList{ferr})
 		return createError(over, ws.Name, f)
-	}
-	if err := w.c.Create(ctx, ws.DeepCopy(), client.DryRunAll); err != nil {
-		return createError(err, ws.Name, f)
 	}
 	return nil
 }
@@ -375,7 +379,9 @@ func (w *workspaces) owned(ctx context.Context, user, ns, name string, f fields)
 	return w.ownedFrom(ctx, w.c, user, ns, name, f)
 }
 
-// ownedFrom is owned, reading through r first.
+// ownedFrom is owned, reading through r first. Another user's workspace answers exactly as a
+// missing one (notFound), whatever is wrong with it: a caller cannot tell a name another user
+// has from a free one, so cannot list other users' workspaces by guessing their names.
 func (w *workspaces) ownedFrom(ctx context.Context, r client.Reader, user, ns, name string, f fields) (*infrav1alpha1.Workspace, error) {
 	if err := validName(name, f.name); err != nil {
 		return nil, err
@@ -384,50 +390,77 @@ func (w *workspaces) ownedFrom(ctx context.Context, r client.Reader, user, ns, n
 	if err != nil {
 		return nil, err
 	}
-	// The cache may not have a workspace created a moment ago: a miss is asked again of the
-	// API server before it is NotFound.
-	var ws infrav1alpha1.Workspace
 	key := types.NamespacedName{Namespace: ns, Name: name}
-	err = r.Get(ctx, key, &ws)
-	if apierrors.IsNotFound(err) && r != w.fresh {
-		err = w.fresh.Get(ctx, key, &ws)
+	ws, err := w.readOwned(ctx, r, user, key)
+	if (apierrors.IsNotFound(err) || errors.Is(err, errNotOwned)) && r != w.fresh {
+		// The cache may lag: a workspace created a moment ago, or one of this name deleted and
+		// made again by this user. Asking the API server on every such miss also makes another
+		// user's name cost what a free one does, so the time taken does not tell them apart.
+		ws, err = w.readOwned(ctx, w.fresh, user, key)
 	}
-	var undecodable *undecodableError
-	if errors.As(err, &undecodable) && undecodable.owner != user {
-		// What is wrong with it is its owner's business.
-		return nil, status.Errorf(codes.PermissionDenied, "workspace %s belongs to another user", name)
-	}
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err), errors.Is(err, errNotOwned):
+		return nil, notFound(name)
+	case err != nil:
 		return nil, toStatus(err, "reading workspace "+name)
 	}
+	return ws, nil
+}
+
+// errNotOwned is a workspace read that belongs to another user.
+var errNotOwned = errors.New("the workspace belongs to another user")
+
+// readOwned reads the workspace at key through r: errNotOwned when it is another user's, even
+// one that does not decode (what is wrong with it is its owner's business).
+func (w *workspaces) readOwned(ctx context.Context, r client.Reader, user string, key types.NamespacedName) (*infrav1alpha1.Workspace, error) {
+	var ws infrav1alpha1.Workspace
+	var undecodable *undecodableError
+	err := r.Get(ctx, key, &ws)
+	switch {
+	case errors.As(err, &undecodable) && undecodable.owner != user:
+		return nil, errNotOwned
+	case err != nil:
+		return nil, err
+	}
 	if ws.Spec.Owner != user {
-		return nil, status.Errorf(codes.PermissionDenied, "workspace %s belongs to another user", name)
+		return nil, errNotOwned
 	}
 	return &ws, nil
 }
 
-// setRunning starts or stops a workspace; starting counts against the running quota.
+// notFound is the one answer for a name the caller has no workspace of: missing, or another
+// user's.
+func notFound(name string) error {
+	return status.Errorf(codes.NotFound, "workspace %s not found", name)
+}
+
+// setRunning starts or stops a workspace; starting counts against the running quota. A stop
+// always goes through; a start over the operator's limits (lowered since the workspace was
+// made) is refused, as the operator would not render it.
 func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, running bool, f fields) (*infrav1alpha1.Workspace, error) {
 	var quota *ask
 	if running {
 		quota = &ask{running: true}
 	}
-	return w.change(ctx, user, ns, name, f, quota, func(ws *infrav1alpha1.Workspace) bool {
+	return w.change(ctx, user, ns, name, f, quota, func(ws *infrav1alpha1.Workspace) (bool, error) {
 		if ws.Spec.Running != nil && *ws.Spec.Running == running {
-			return false
+			return false, nil
+		}
+		if ferr := w.cfg.limits.Check(&ws.Spec); running && ferr != nil {
+			return false, status.Errorf(codes.FailedPrecondition, "workspace %s cannot start: %v", name, ferr)
 		}
 		ws.Spec.Running = ptr.To(running)
-		return true
+		return true, nil
 	})
 }
 
-// change applies set to the user's workspace (set says whether it changed anything), within
-// quota when one is given. The write is conditional on the version whose owner was checked: a
-// stale read never patches a workspace deleted and recreated, by another user, under the same
-// name. When the version has moved on (the operator wrote its status, say), it is read again
+// change applies set to the user's workspace (set says whether it changed anything, or why it
+// must not), within quota when one is given. The write is conditional on the version whose
+// owner was checked: a stale read never patches a workspace deleted and recreated, by another
+// user, under the same name. When the version has moved on (the operator wrote its status, say), it is read again
 // from the API server, checked again, and tried again, with client-go's bounded back-off
 // (4 tries over about 300 ms: a new workspace sees several operator writes in that time).
-func (w *workspaces) change(ctx context.Context, user, ns, name string, f fields, quota *ask, set func(*infrav1alpha1.Workspace) bool) (*infrav1alpha1.Workspace, error) {
+func (w *workspaces) change(ctx context.Context, user, ns, name string, f fields, quota *ask, set func(*infrav1alpha1.Workspace) (bool, error)) (*infrav1alpha1.Workspace, error) {
 	var reader client.Reader = w.c
 	var out *infrav1alpha1.Workspace
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -437,8 +470,8 @@ func (w *workspaces) change(ctx context.Context, user, ns, name string, f fields
 		}
 		reader, out = w.fresh, ws
 		base := ws.DeepCopy()
-		if !set(ws) {
-			return nil
+		if changed, err := set(ws); !changed || err != nil {
+			return err
 		}
 		patch := func() error {
 			return w.c.Patch(ctx, ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
@@ -160,7 +162,7 @@ func TestCreateStoredAfterTheCallGaveUpIsRemoved(t *testing.T) {
 
 // TestAWorkspaceThatDoesNotDecodeIsItsOwnersBusiness: a Workspace stored with a value its Go
 // type cannot hold answers its owner with what is wrong (FailedPrecondition, naming the field)
-// and anyone else as any other user's workspace (PermissionDenied, nothing of its spec).
+// and anyone else as a missing workspace (NotFound, nothing of its spec).
 func TestAWorkspaceThatDoesNotDecodeIsItsOwnersBusiness(t *testing.T) {
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
 	cache := interceptor.NewClient(server, interceptor.Funcs{
@@ -183,8 +185,8 @@ func TestAWorkspaceThatDoesNotDecodeIsItsOwnersBusiness(t *testing.T) {
 		t.Errorf("the owner's read: %v, want FailedPrecondition naming spec.startTimeout", err)
 	}
 	_, err = w.owned(context.Background(), "bob", "ides", "old", refFields)
-	if status.Code(err) != codes.PermissionDenied || strings.Contains(err.Error(), "soon") {
-		t.Errorf("another user's read: %v, want PermissionDenied without the stored value", err)
+	if status.Code(err) != codes.NotFound || strings.Contains(err.Error(), "soon") {
+		t.Errorf("another user's read: %v, want NotFound without the stored value", err)
 	}
 }
 
@@ -341,5 +343,98 @@ func TestStopWhileTheCacheLagsSucceeds(t *testing.T) {
 	var after infrav1alpha1.Workspace
 	if err := server.Get(context.Background(), client.ObjectKeyFromObject(mine), &after); err != nil || *after.Spec.Running {
 		t.Errorf("after the stop: running %v, %v; want stopped", *after.Spec.Running, err)
+	}
+}
+
+// crdDefaults fills in what the CRD defaults when a create leaves it out, as the API server
+// does on every create, dry run or not; memory is the CRD's default memory.
+func crdDefaults(ws *infrav1alpha1.Workspace, memory string) {
+	for _, d := range []struct {
+		q     **resource.Quantity
+		value string
+	}{{&ws.Spec.Resources.CPU, "1"}, {&ws.Spec.Resources.Memory, memory}, {&ws.Spec.Storage.Size, "10Gi"}} {
+		if *d.q == nil {
+			*d.q = ptr.To(resource.MustParse(d.value))
+		}
+	}
+}
+
+// TestCreateChecksLimitsOnTheDefaultedWorkspace: the operator allows less memory than the CRD
+// defaults (its own 2Gi, or 4Gi in a CRD installed from another version); a create that names
+// no memory would get the default, which the lifecycle refuses to render. The API refuses it
+// up front, naming the field, and creates nothing; a create within the limit goes through.
+func TestCreateChecksLimitsOnTheDefaultedWorkspace(t *testing.T) {
+	for _, tc := range []struct{ crdDefault, limit string }{{"2Gi", "1Gi"}, {"4Gi", "3Gi"}} {
+		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
+			WithInterceptorFuncs(interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if ws, ok := obj.(*infrav1alpha1.Workspace); ok {
+						crdDefaults(ws, tc.crdDefault)
+					}
+					return c.Create(ctx, obj, opts...)
+				},
+			}).Build()
+		cfg := defaultConfig()
+		cfg.namespaces = []string{"ides"}
+		cfg.limits = controllers.WorkspaceLimits{Memory: resource.MustParse(tc.limit)}
+		w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+		_, err := w.create(context.Background(), "nina", spec{name: "small", namespace: "ides", fields: v1Fields}, false)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "workspace.memory:") {
+			t.Errorf("default %s, limit %s: %v, want InvalidArgument naming workspace.memory", tc.crdDefault, tc.limit, err)
+		}
+		if err := server.Get(context.Background(), client.ObjectKey{Namespace: "ides", Name: "small"}, &infrav1alpha1.Workspace{}); !apierrors.IsNotFound(err) {
+			t.Errorf("default %s, limit %s: the refused create left a workspace: %v", tc.crdDefault, tc.limit, err)
+		}
+		if _, err := w.create(context.Background(), "nina", spec{name: "small", namespace: "ides", memory: tc.limit, fields: v1Fields}, false); err != nil {
+			t.Errorf("default %s, limit %s: a create within the limit: %v", tc.crdDefault, tc.limit, err)
+		}
+	}
+}
+
+// TestQuotaCountsAStopWithNoPhaseAsRunning: a workspace asked to stop whose phase the operator
+// could not write (its render failed after its IDE was started) may still run its IDE: it
+// keeps its place in the running quota. One the operator never rendered runs nothing.
+func TestQuotaCountsAStopWithNoPhaseAsRunning(t *testing.T) {
+	rendered := &infrav1alpha1.Inventory{Entries: []infrav1alpha1.InventoryEntry{{ID: "ides_b_apps_Deployment", Version: "v1"}}}
+	for _, tc := range []struct {
+		inventory *infrav1alpha1.Inventory
+		full      bool
+	}{{rendered, true}, {nil, false}} {
+		running := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "a"},
+			Spec: infrav1alpha1.WorkspaceSpec{Owner: "gina", Running: ptr.To(true)}, Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}}
+		noPhase := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "b"},
+			Spec: infrav1alpha1.WorkspaceSpec{Owner: "gina", Running: ptr.To(false)}, Status: infrav1alpha1.WorkspaceStatus{Inventory: tc.inventory}}
+		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
+			WithObjects(running, noPhase).Build()
+		cfg := defaultConfig()
+		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
+		w := newWorkspaces(server, server, server, newNotifier(), cfg, nil)
+		err := allows(w, "gina", ask{running: true})
+		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
+			t.Errorf("one running and one asked to stop with no phase (children applied: %v): quota full = %v (%v), want %v",
+				tc.inventory != nil, full, err, tc.full)
+		}
+	}
+}
+
+// TestStartOverALoweredLimitIsRefused: the admin lowered the memory limit below olga's stopped
+// workspace. Her start is refused up front, naming the field, rather than answered OK for a
+// workspace the operator will not render (and that would hold a running place meanwhile).
+func TestStartOverALoweredLimitIsRefused(t *testing.T) {
+	big := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "big", UID: "big-uid"},
+		Spec: infrav1alpha1.WorkspaceSpec{Owner: "olga", Running: ptr.To(false),
+			Resources: infrav1alpha1.WorkspaceResources{Memory: ptr.To(resource.MustParse("4Gi"))}}}
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(big).
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
+	cfg := defaultConfig()
+	cfg.namespaces, cfg.limits = []string{"ides"}, controllers.WorkspaceLimits{Memory: resource.MustParse("2Gi")}
+	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	_, err := w.setRunning(context.Background(), "olga", "ides", "big", true, refFields)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "spec.resources.memory") {
+		t.Errorf("a start over the lowered limit: %v, want FailedPrecondition naming spec.resources.memory", err)
+	}
+	var after infrav1alpha1.Workspace
+	if err := server.Get(context.Background(), client.ObjectKeyFromObject(big), &after); err != nil || *after.Spec.Running {
+		t.Errorf("after the refused start: running %v, %v; want still stopped", *after.Spec.Running, err)
 	}
 }

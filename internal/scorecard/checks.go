@@ -16,10 +16,12 @@ import (
 // is nothing to explain, so a Ready resource need not fill it in.
 const xPhaseReason = "urn:alm:descriptor:io.kubernetes.phase:reason"
 
-// transientStatus are status fields that only hold a value on the way to Ready, by kind.
+// transientStatus are status fields that hold a value only on the way to Ready, or only when
+// an optional spec field asks for them, by kind.
 var transientStatus = map[string][]string{
-	// When the current start began: cleared once the IDE runs.
-	"Workspace": {"startRequestedAt"},
+	// When the current start began: cleared once the IDE runs. The ingress host's claim: only
+	// with spec.ingress.host.
+	"Workspace": {"startRequestedAt", "ingressHost", "ingressHostClaimedAt"},
 }
 
 // childKinds are the distinct kinds of children.

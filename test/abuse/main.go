@@ -1,26 +1,26 @@
-// Command abuse attacks the workspace API the way hostile or broken clients would, against the
-// operator on a private embedded (KWOK) cluster on 127.0.0.1: N users with real tokens firing
-// creates over their quota, opening more Watch streams than allowed, and a flood of calls with
-// wrong tokens. Every loop is bounded in count and time, and the run stops by itself. It prints
-// what was refused with which code, the operator's peak RSS, and the API server's requests
-// during the token flood (a flood must not turn into reads of the token Secret).
+// Command abuse attacks the operator the way hostile tenants and broken clients would, on a
+// private embedded (KWOK) cluster on 127.0.0.1, with the operator run as shipped (its 256Mi
+// memory limit passed as MEMORY_LIMIT). Each attack is one row of a table: what was tried, the
+// answer the attacker got, and the operator's peak RSS meanwhile (the peak is reset before each
+// attack). A row fails when the attacker got more than the operator allows or the peak passes
+// -max-rss; the run then exits 1. Every loop is bounded in count and time, and the run stops by
+// itself within -timeout.
 package main
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -39,11 +39,18 @@ const (
 	tokenSecret = "tokens"
 	maxRunning  = 2
 	maxWatches  = 4
+	// shippedMemoryLimit is the Deployment's memory limit (config/manager), which the operator
+	// runs under here as it does there.
+	shippedMemoryLimit = "256Mi"
 )
 
 type options struct {
 	users, creates, watches, flood, workers int
+	secrets, secretKiB                      int
+	conns, headerCalls, headerMiB, waits    int
+	rotations, giantSpecs                   int
 	floodFor, timeout                       time.Duration
+	maxRSSMiB                               float64
 	operator                                string
 }
 
@@ -55,7 +62,16 @@ func main() {
 	flag.IntVar(&o.flood, "flood", 20000, "calls with wrong tokens, at most")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent callers in the token flood")
 	flag.DurationVar(&o.floodFor, "flood-for", 10*time.Second, "longest the token flood may last")
-	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit for the whole run")
+	flag.IntVar(&o.secrets, "secrets", 280, "Secrets a tenant labels as the operator's")
+	flag.IntVar(&o.secretKiB, "secret-kib", 900, "size of each labelled Secret, KiB")
+	flag.IntVar(&o.conns, "conns", 8000, "TLS connections opened at once that make only the public health call")
+	flag.IntVar(&o.headerCalls, "header-calls", 16, "calls with oversized metadata")
+	flag.IntVar(&o.headerMiB, "header-mib", 15, "metadata per oversized call, MiB")
+	flag.IntVar(&o.waits, "waits", 2000, "concurrent Start(wait=true) calls by one user")
+	flag.IntVar(&o.rotations, "rotations", 150, "RotateAccess calls by one user, as fast as answered")
+	flag.IntVar(&o.giantSpecs, "giant-specs", 42, "Workspaces with 64 env values of 20 KB each")
+	flag.Float64Var(&o.maxRSSMiB, "max-rss", 192, "the operator's peak RSS under any attack, MiB, past which the attack succeeded (the shipped limit is 256Mi)")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for the whole run")
 	flag.StringVar(&o.operator, "operator", filepath.Join(framework.RepoRoot(), "bin", "manager"), "operator binary")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -80,17 +96,61 @@ func (t *tally) add(err error) {
 }
 
 func (t *tally) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var parts []string
 	for c, n := range t.counts {
 		parts = append(parts, fmt.Sprintf("%s %d", c, n))
 	}
 	sort.Strings(parts)
-	return fmt.Sprint(parts)
+	return strings.Join(parts, ", ")
+}
+
+// over says what got through when more than most calls ended with code.
+func (t *tally) over(code codes.Code, most int, verb string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := t.counts[code]; n > most {
+		return fmt.Sprintf("%d %s, over the %d allowed", n, verb, most)
+	}
+	return ""
+}
+
+// none says what got through when no call ended with code.
+func (t *tally) none(code codes.Code, through string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts[code] == 0 {
+		return through
+	}
+	return ""
+}
+
+// other says what got through when calls ended with any code but the one expected.
+func (t *tally) other(code codes.Code, verb string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for c, k := range t.counts {
+		if c != code {
+			n += k
+		}
+	}
+	if n > 0 {
+		return fmt.Sprintf("%d %s otherwise than %s", n, verb, code)
+	}
+	return ""
 }
 
 func run(o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
+	// The operator inherits both: a Deployment's container has a high open-file limit, so a
+	// low one here would cap connections for the operator rather than the operator itself.
+	if err := raiseFileLimit(); err != nil {
+		return err
+	}
+	os.Setenv("MEMORY_LIMIT", shippedMemoryLimit)
 	work, err := os.MkdirTemp("", "cloudspace-abuse-")
 	if err != nil {
 		return err
@@ -112,8 +172,13 @@ func run(o options) error {
 		return err
 	}
 	defer a.op.Stop(time.Minute)
-	if err := a.attack(ctx); err != nil {
+	defer a.closeConns()
+	failed, err := a.attackAll(ctx)
+	if err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, work)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d attacks got through (logs in %s)", failed, work)
 	}
 	passed = true
 	return nil
@@ -125,7 +190,10 @@ type abuse struct {
 	c       client.Client
 	kube    *kubernetes.Clientset
 	op      *framework.Operator
-	conn    *grpc.ClientConn
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn // by who calls on it
+	addr    string                      // the API's address
+	roots   *x509.CertPool              // the API's CA
 	tokens  map[string]string
 	cluster *framework.Cluster
 }
@@ -177,37 +245,13 @@ func setUp(ctx context.Context, cluster *framework.Cluster, o options, work stri
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pemCA)
-	a.conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
-	return a, err
+	a.addr, a.roots = addr, pool
+	a.conns = map[string]*grpc.ClientConn{}
+	return a, nil
 }
 
 func (a *abuse) as(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-}
-
-func (a *abuse) attack(ctx context.Context) error {
-	api := workspacev1.NewWorkspaceServiceClient(a.conn)
-	// The API must be up before anything is counted.
-	if err := waitServing(ctx, api, a.as(ctx, a.tokens["user0"])); err != nil {
-		return err
-	}
-	creates := a.createsOverQuota(ctx, api)
-	watches := a.watchStreams(ctx, api)
-	flood, requests, secretReads, err := a.tokenFlood(ctx, api)
-	if err != nil {
-		return err
-	}
-	usage, err := framework.Usage(a.op.PID())
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\n%d users, running quota %d, Watch cap %d\n\n", a.o.users, maxRunning, maxWatches)
-	fmt.Printf("%-44s %s\n", "concurrent creates over quota", creates.String())
-	fmt.Printf("%-44s %s\n", "Watch streams beyond the cap", watches.String())
-	fmt.Printf("%-44s %s\n", "calls with wrong tokens", flood.String())
-	fmt.Printf("\nAPI server requests during the token flood: %.0f (token Secret reads: %.0f)\n", requests, secretReads)
-	fmt.Printf("operator peak RSS: %.1f MiB, CPU: %.2f s\n", usage.PeakRSSMiB, usage.CPUSeconds)
-	return nil
 }
 
 func waitServing(ctx context.Context, api workspacev1.WorkspaceServiceClient, authed context.Context) error {
@@ -224,94 +268,19 @@ func waitServing(ctx context.Context, api workspacev1.WorkspaceServiceClient, au
 	}
 }
 
-// createsOverQuota has every user fire creates at once, more than the running quota allows.
-func (a *abuse) createsOverQuota(ctx context.Context, api workspacev1.WorkspaceServiceClient) *tally {
-	t := &tally{}
-	var wg sync.WaitGroup
-	for user, token := range a.tokens {
-		for i := range a.o.creates {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				callCtx, cancel := context.WithTimeout(a.as(ctx, token), 30*time.Second)
-				defer cancel()
-				_, err := api.Create(callCtx, &workspacev1.CreateWorkspaceRequest{Workspace: &workspacev1.Workspace{Name: fmt.Sprintf("%s-%d", user, i)}})
-				t.add(err)
-			}()
-		}
-	}
-	wg.Wait()
-	return t
-}
-
-// watchStreams has every user open more Watch streams than the cap, then closes them all.
-func (a *abuse) watchStreams(ctx context.Context, api workspacev1.WorkspaceServiceClient) *tally {
-	t := &tally{}
-	streamCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for _, token := range a.tokens {
-		for range a.o.watches {
-			stream, err := api.Watch(a.as(streamCtx, token), &workspacev1.WatchWorkspacesRequest{})
-			if err == nil {
-				err = firstAnswer(stream)
-			}
-			t.add(err)
-		}
-	}
-	return t
-}
-
-// firstAnswer waits for a stream's first message or error; a stream quiet for two seconds was
-// accepted (a user with no workspaces gets no event), so no stream can hold the run.
-func firstAnswer(stream workspacev1.WorkspaceService_WatchClient) error {
-	done := make(chan error, 1)
-	go func() {
-		_, err := stream.Recv()
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(2 * time.Second):
-		return nil
-	}
-}
-
-// tokenFlood calls with wrong tokens from many workers, bounded in count and time, and counts
-// the API server's requests meanwhile.
-func (a *abuse) tokenFlood(ctx context.Context, api workspacev1.WorkspaceServiceClient) (*tally, float64, float64, error) {
-	before, err := a.apiRequests(ctx)
+// apiWrites reads the API server's count of writes so far.
+func (a *abuse) apiWrites(ctx context.Context) (float64, error) {
+	raw, err := a.kube.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, 0, 0, err
+		return 0, err
 	}
-	floodCtx, cancel := context.WithTimeout(ctx, a.o.floodFor)
-	defer cancel()
-	t := &tally{}
-	calls := make(chan int, a.o.flood)
-	for i := range a.o.flood {
-		calls <- i
-	}
-	close(calls)
-	var wg sync.WaitGroup
-	for range a.o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range calls {
-				if floodCtx.Err() != nil {
-					return
-				}
-				_, err := api.List(a.as(floodCtx, fmt.Sprintf("wrong-%d", i)), &workspacev1.ListWorkspacesRequest{})
-				t.add(err)
-			}
-		}()
-	}
-	wg.Wait()
-	after, err := a.apiRequests(ctx)
+	byVerb, err := framework.SumCounter(raw, "apiserver_request_total", func(labels map[string]string) (string, bool) {
+		return labels["verb"], true
+	})
 	if err != nil {
-		return nil, 0, 0, err
+		return 0, err
 	}
-	return t, framework.Sum(after) - framework.Sum(before), after["secrets"] - before["secrets"], nil
+	return byVerb["POST"] + byVerb["PUT"] + byVerb["PATCH"] + byVerb["DELETE"] + byVerb["APPLY"], nil
 }
 
 // apiRequests reads the API server's request counter, by resource.

@@ -73,7 +73,10 @@ func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
 	return []string{"--grpc-bind-address=" + b.grpcAddr, "--grpc-tls-cert-file=" + b.tls.Cert, "--grpc-tls-key-file=" + b.tls.Key,
 		"--grpc-token-secret=" + apiNamespace + "/" + apiSecret, "--workspace-namespaces=" + wsNamespace,
 		"--workspace-access-key-secret=" + apiNamespace + "/access-key",
-		"--quota-max-workspaces=" + n, "--quota-max-running=" + n}, nil
+		"--quota-max-workspaces=" + n, "--quota-max-running=" + n,
+		// One token stands for a portal calling for all its users at once.
+		"--quota-max-calls-in-flight=" + fmt.Sprint(b.o.workspaces+4), "--quota-write-burst=" + n,
+		"--quota-writes-per-minute=" + fmt.Sprint(60*b.o.workspaces)}, nil
 }
 
 // podsFloor creates N Deployments of the IDE pod directly (no operator) at once, with a

@@ -53,7 +53,9 @@ func setUpAPI(ctx context.Context, c client.Client, work string) (apiSetup, erro
 	a.args = []string{"--grpc-bind-address=" + a.addr, "--grpc-tls-cert-file=" + files.Cert, "--grpc-tls-key-file=" + files.Key,
 		"--grpc-token-secret=" + opsNamespace + "/api-tokens", "--workspace-namespaces=" + wsNamespace,
 		"--workspace-access-key-secret=" + opsNamespace + "/access-key", "--leader-election-namespace=" + opsNamespace,
-		"--quota-max-workspaces=100", "--quota-max-running=100"}
+		"--quota-max-workspaces=100", "--quota-max-running=100",
+		// One token stands for a portal calling for all its users at once.
+		"--quota-max-calls-in-flight=200", "--quota-write-burst=100", "--quota-writes-per-minute=6000"}
 	return a, nil
 }
 

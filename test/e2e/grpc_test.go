@@ -223,12 +223,15 @@ func TestAnotherUsersWorkspaceIsRefused(t *testing.T) {
 	})
 	carol := as(t, "carol", time.Minute)
 	ref := &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: "alice-private"}
+	// Another user's workspace answers exactly as a missing one does: its name cannot be probed.
+	_, missing := api.Get(carol, &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: "nobodys"})
+	wantCode(t, missing, codes.NotFound, "workspace nobodys not found")
 	_, err := api.Get(carol, ref)
-	wantCode(t, err, codes.PermissionDenied, "another user")
+	wantCode(t, err, codes.NotFound, "workspace alice-private not found")
 	_, err = api.Delete(carol, ref)
-	wantCode(t, err, codes.PermissionDenied, "another user")
+	wantCode(t, err, codes.NotFound, "workspace alice-private not found")
 	_, err = pb.NewCloudIdeServiceClient(apiConn(t)).DeleteSpace(carol, &pb.QueryOption{Name: "alice-private", Namespace: workspaceNS})
-	wantCode(t, err, codes.PermissionDenied, "another user")
+	wantCode(t, err, codes.NotFound, "workspace alice-private not found")
 	if list, err := api.List(carol, &workspacev1.ListWorkspacesRequest{}); err != nil || len(list.GetWorkspaces()) != 0 {
 		t.Errorf("carol lists %v, %v; want none of alice's", list, err)
 	}

@@ -55,7 +55,7 @@ func TestAWorkspaceStoredBeforeTheCRDRefusedItHarmsNoOtherTenant(t *testing.T) {
 	_, err = api.Get(as(t, "dave", time.Minute), ref)
 	wantCode(t, err, codes.FailedPrecondition, "spec.startTimeout")
 	_, err = api.Get(as(t, "alice", time.Minute), ref)
-	wantCode(t, err, codes.PermissionDenied, "another user")
+	wantCode(t, err, codes.NotFound, "workspace "+bad.GetName()+" not found")
 	// Its finalizer and status cannot be written (the API server refuses every change to it
 	// under the CRD's rule) unless the operator got there before the rule was back: a Warning
 	// event says what is wrong either way.

@@ -196,8 +196,9 @@ func TestPluginWorkspaceCommandsActOnlyOnTheCallersWorkspaces(t *testing.T) {
 		}
 	}
 	for _, cmd := range [][]string{{"stop", name}, {"open", name}, {"start", name}} {
-		if out, code := kubectlCloudspace(t, ws("bob", cmd...)...); code != plugin.ExitDenied || len(out) > 0 {
-			t.Errorf("bob's ws %v: exit %d, output %q; want %d and nothing", cmd, code, out, plugin.ExitDenied)
+		// Alice's workspace is, to bob, one that does not exist.
+		if out, code := kubectlCloudspace(t, ws("bob", cmd...)...); code != plugin.ExitNotFound || len(out) > 0 {
+			t.Errorf("bob's ws %v: exit %d, output %q; want %d and nothing", cmd, code, out, plugin.ExitNotFound)
 		}
 	}
 	var access map[string]any

@@ -192,5 +192,8 @@ func grpcSetUp(ctx context.Context, work string) ([]string, error) {
 		"--workspace-namespaces=" + workspaceNS,
 		"--quota-max-workspaces=3", "--quota-max-running=2", "--grpc-max-wait=2m",
 		fmt.Sprintf("--quota-max-watches=%d", e2eMaxWatches),
+		// The suite's few users make more writes a minute than a person would; make abuse checks
+		// the default rate.
+		"--quota-writes-per-minute=600", "--quota-write-burst=100",
 	}, nil
 }

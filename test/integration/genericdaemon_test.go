@@ -3,11 +3,14 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -160,4 +163,40 @@ func TestAGenericDaemonThatDoesNotDecodeHoldsUpOnlyItself(t *testing.T) {
 	eventually(t, timeout, func() error {
 		return get(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "good"}})
 	})
+}
+
+// TestAGenericDaemonGetsOnlyWhatItsAuthorMayHave is the attacker's side: a user who may create
+// GenericDaemons but not read Secrets asks for another user's workspace Secret in the daemon's
+// environment, for every taint (the control plane's too) and for /dev/kvm. With the
+// operator's defaults each is refused: Degraded, ValuesInvalid, naming the field, with a
+// Warning event; no DaemonSet is written.
+func TestAGenericDaemonGetsOnlyWhatItsAuthorMayHave(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name, field string
+		spec        infrav1alpha1.GenericDaemonSpec
+	}{
+		{"everywhere", "spec.tolerations[0]", infrav1alpha1.GenericDaemonSpec{Image: "x:1", Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}},
+		{"kvm", "spec.resources.limits[devices.kubevirt.io/kvm]", infrav1alpha1.GenericDaemonSpec{Image: "x:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"devices.kubevirt.io/kvm": resource.MustParse("1")}}}},
+	}
+	steal := &infrav1alpha1.GenericDaemon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "steal"}, Spec: infrav1alpha1.GenericDaemonSpec{Image: "x:1", Env: []corev1.EnvVar{{Name: "P",
+		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "alice-ide-access"}, Key: "password"}}}}}}
+	if err := k8sClient.Create(context.Background(), steal); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.env: Invalid value") || !strings.Contains(err.Error(), "secretKeyRef is not allowed") {
+		t.Errorf("a daemon reading another's Secret: %v, want the API server to refuse spec.env's secretKeyRef", err)
+	}
+	for _, tc := range cases {
+		gd := newGenericDaemon(t, ns, tc.name, tc.spec)
+		u := unstructuredOf(t, gd)
+		eventually(t, timeout, func() error {
+			return hasCondition(u, infrav1alpha1.ConditionDegraded, metav1.ConditionTrue, infrav1alpha1.ReasonValuesInvalid)
+		})
+		if msg := condition(u, infrav1alpha1.ConditionDegraded).Message; !strings.Contains(msg, tc.field) {
+			t.Errorf("%s: Degraded message %q does not name %s", tc.name, msg, tc.field)
+		}
+		if err := get(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.name}}); err == nil {
+			t.Errorf("%s: a DaemonSet was written", tc.name)
+		}
+		eventually(t, timeout, func() error { return warningEvent(gd, infrav1alpha1.EventReconcileFailed, tc.field) })
+	}
 }

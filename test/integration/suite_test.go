@@ -137,6 +137,22 @@ func startManagerWith(opts []engine.Option, namespaces ...string) (*runningManag
 // startManagerOf runs the operator's controllers for ws, and its webhooks when asked (one
 // manager at a time can serve them: they share the test API server's configuration).
 func startManagerOf(ws []watches.Watch, withWebhooks bool, opts []engine.Option, namespaces ...string) (*runningManager, error) {
+	return startConfigured(ws, withWebhooks, suiteKinds(), opts, namespaces...)
+}
+
+// suiteKinds is the kinds' configuration the suite's operator runs with.
+func suiteKinds() controllers.Config {
+	return controllers.Config{
+		Workspace: controllers.WorkspaceConfig{
+			Limits: controllers.DefaultWorkspaceLimits(), AccessKey: accessKey,
+			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
+		},
+		VM: vmConfig,
+	}
+}
+
+// startConfigured is startManagerOf with the kinds configured as an admin's flags would.
+func startConfigured(ws []watches.Watch, withWebhooks bool, kinds controllers.Config, opts []engine.Option, namespaces ...string) (*runningManager, error) {
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(namespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -163,13 +179,7 @@ func startManagerOf(ws []watches.Watch, withWebhooks bool, opts []engine.Option,
 			return nil, err
 		}
 	}
-	if err := controllers.Setup(mgr, ws, controllers.Config{
-		Workspace: controllers.WorkspaceConfig{
-			Limits: controllers.DefaultWorkspaceLimits(), AccessKey: accessKey,
-			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
-		},
-		VM: vmConfig,
-	}, append(opts, engine.WithNamespaces(namespaces))...); err != nil {
+	if err := controllers.Setup(mgr, ws, kinds, append(opts, engine.WithNamespaces(namespaces))...); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,14 +7,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
@@ -172,5 +175,31 @@ func TestVirtualMachineUndecodableValuesNameTheField(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVirtualMachineWebhookBoundsTheGracePeriod: the webhook refuses a shutdown grace period
+// outside 0s to 1h on its own, naming the field, so that a VM admitted while the CRD's rule was
+// missing (an older CRD) still cannot hold a deleted VM, and its node, for ten years.
+func TestVirtualMachineWebhookBoundsTheGracePeriod(t *testing.T) {
+	wh := controllers.VirtualMachineWebhook{VMConfig: vmConfig, KubeVirtServed: func(context.Context) (bool, error) { return false, nil }}
+	for _, tc := range []struct {
+		period string
+		valid  bool
+	}{{"87600h", false}, {"-10s", false}, {"1h0m1s", false}, {"1h", true}, {"0s", true}, {"60s", true}} {
+		d, err := time.ParseDuration(tc.period)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "grace", Namespace: "default"}}
+		vmConfig.Default(vm)
+		vm.Spec.ShutdownGracePeriod = &metav1.Duration{Duration: d}
+		_, err = wh.ValidateCreate(context.Background(), vm)
+		switch {
+		case tc.valid && err != nil:
+			t.Errorf("%s: refused (%v), want admitted", tc.period, err)
+		case !tc.valid && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.shutdownGracePeriod") || !strings.Contains(err.Error(), "1h")):
+			t.Errorf("%s: got %v, want Invalid naming spec.shutdownGracePeriod and its bound", tc.period, err)
+		}
 	}
 }

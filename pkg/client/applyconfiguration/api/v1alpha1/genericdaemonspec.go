@@ -5,6 +5,7 @@
 package v1alpha1
 
 import (
+	apiv1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	appsv1 "k8s.io/client-go/applyconfigurations/apps/v1"
 	v1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
@@ -19,7 +20,7 @@ type GenericDaemonSpecApplyConfiguration struct {
 	Resources      *v1.ResourceRequirementsApplyConfiguration        `json:"resources,omitempty"`
 	Command        []string                                          `json:"command,omitempty"`
 	Args           []string                                          `json:"args,omitempty"`
-	Env            []v1.EnvVarApplyConfiguration                     `json:"env,omitempty"`
+	Env            *apiv1alpha1.EnvVars                              `json:"env,omitempty"`
 	UpdateStrategy *appsv1.DaemonSetUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
 }
 
@@ -100,16 +101,11 @@ func (b *GenericDaemonSpecApplyConfiguration) WithArgs(values ...string) *Generi
 	return b
 }
 
-// WithEnv adds the given value to the Env field in the declarative configuration
-// and returns the receiver, so that objects can be build by chaining "With" function invocations.
-// If called multiple times, values provided by each call will be appended to the Env field.
-func (b *GenericDaemonSpecApplyConfiguration) WithEnv(values ...*v1.EnvVarApplyConfiguration) *GenericDaemonSpecApplyConfiguration {
-	for i := range values {
-		if values[i] == nil {
-			panic("nil value passed to WithEnv")
-		}
-		b.Env = append(b.Env, *values[i])
-	}
+// WithEnv sets the Env field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Env field is set to the value of the last call.
+func (b *GenericDaemonSpecApplyConfiguration) WithEnv(value apiv1alpha1.EnvVars) *GenericDaemonSpecApplyConfiguration {
+	b.Env = &value
 	return b
 }
 

@@ -5,8 +5,8 @@
 package v1alpha1
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	v1 "k8s.io/client-go/applyconfigurations/core/v1"
+	apiv1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // WorkspaceSpecApplyConfiguration represents a declarative configuration of the WorkspaceSpec type for use
@@ -19,10 +19,10 @@ type WorkspaceSpecApplyConfiguration struct {
 	Resources    *WorkspaceResourcesApplyConfiguration `json:"resources,omitempty"`
 	Storage      *WorkspaceStorageApplyConfiguration   `json:"storage,omitempty"`
 	Git          *WorkspaceGitApplyConfiguration       `json:"git,omitempty"`
-	Env          []v1.EnvVarApplyConfiguration         `json:"env,omitempty"`
+	Env          *apiv1alpha1.EnvVars                  `json:"env,omitempty"`
 	Ingress      *WorkspaceIngressApplyConfiguration   `json:"ingress,omitempty"`
 	Access       *WorkspaceAccessApplyConfiguration    `json:"access,omitempty"`
-	StartTimeout *metav1.Duration                      `json:"startTimeout,omitempty"`
+	StartTimeout *v1.Duration                          `json:"startTimeout,omitempty"`
 }
 
 // WorkspaceSpecApplyConfiguration constructs a declarative configuration of the WorkspaceSpec type for use with
@@ -87,16 +87,11 @@ func (b *WorkspaceSpecApplyConfiguration) WithGit(value *WorkspaceGitApplyConfig
 	return b
 }
 
-// WithEnv adds the given value to the Env field in the declarative configuration
-// and returns the receiver, so that objects can be build by chaining "With" function invocations.
-// If called multiple times, values provided by each call will be appended to the Env field.
-func (b *WorkspaceSpecApplyConfiguration) WithEnv(values ...*v1.EnvVarApplyConfiguration) *WorkspaceSpecApplyConfiguration {
-	for i := range values {
-		if values[i] == nil {
-			panic("nil value passed to WithEnv")
-		}
-		b.Env = append(b.Env, *values[i])
-	}
+// WithEnv sets the Env field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Env field is set to the value of the last call.
+func (b *WorkspaceSpecApplyConfiguration) WithEnv(value apiv1alpha1.EnvVars) *WorkspaceSpecApplyConfiguration {
+	b.Env = &value
 	return b
 }
 
@@ -119,7 +114,7 @@ func (b *WorkspaceSpecApplyConfiguration) WithAccess(value *WorkspaceAccessApply
 // WithStartTimeout sets the StartTimeout field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the StartTimeout field is set to the value of the last call.
-func (b *WorkspaceSpecApplyConfiguration) WithStartTimeout(value metav1.Duration) *WorkspaceSpecApplyConfiguration {
+func (b *WorkspaceSpecApplyConfiguration) WithStartTimeout(value v1.Duration) *WorkspaceSpecApplyConfiguration {
 	b.StartTimeout = &value
 	return b
 }

@@ -13,17 +13,19 @@ import (
 // WorkspaceStatusApplyConfiguration represents a declarative configuration of the WorkspaceStatus type for use
 // with apply.
 type WorkspaceStatusApplyConfiguration struct {
-	ObservedGeneration *int64                               `json:"observedGeneration,omitempty"`
-	Phase              *apiv1alpha1.WorkspacePhase          `json:"phase,omitempty"`
-	Message            *string                              `json:"message,omitempty"`
-	NodeName           *string                              `json:"nodeName,omitempty"`
-	PodIP              *string                              `json:"podIP,omitempty"`
-	Port               *int32                               `json:"port,omitempty"`
-	URL                *string                              `json:"url,omitempty"`
-	StartedAt          *v1.Time                             `json:"startedAt,omitempty"`
-	StartRequestedAt   *v1.Time                             `json:"startRequestedAt,omitempty"`
-	Conditions         []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
-	Inventory          *InventoryApplyConfiguration         `json:"inventory,omitempty"`
+	ObservedGeneration   *int64                               `json:"observedGeneration,omitempty"`
+	Phase                *apiv1alpha1.WorkspacePhase          `json:"phase,omitempty"`
+	Message              *string                              `json:"message,omitempty"`
+	NodeName             *string                              `json:"nodeName,omitempty"`
+	PodIP                *string                              `json:"podIP,omitempty"`
+	Port                 *int32                               `json:"port,omitempty"`
+	URL                  *string                              `json:"url,omitempty"`
+	StartedAt            *v1.Time                             `json:"startedAt,omitempty"`
+	StartRequestedAt     *v1.Time                             `json:"startRequestedAt,omitempty"`
+	IngressHost          *string                              `json:"ingressHost,omitempty"`
+	IngressHostClaimedAt *v1.Time                             `json:"ingressHostClaimedAt,omitempty"`
+	Conditions           []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	Inventory            *InventoryApplyConfiguration         `json:"inventory,omitempty"`
 }
 
 // WorkspaceStatusApplyConfiguration constructs a declarative configuration of the WorkspaceStatus type for use with
@@ -101,6 +103,22 @@ func (b *WorkspaceStatusApplyConfiguration) WithStartedAt(value v1.Time) *Worksp
 // If called multiple times, the StartRequestedAt field is set to the value of the last call.
 func (b *WorkspaceStatusApplyConfiguration) WithStartRequestedAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
 	b.StartRequestedAt = &value
+	return b
+}
+
+// WithIngressHost sets the IngressHost field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IngressHost field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithIngressHost(value string) *WorkspaceStatusApplyConfiguration {
+	b.IngressHost = &value
+	return b
+}
+
+// WithIngressHostClaimedAt sets the IngressHostClaimedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IngressHostClaimedAt field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithIngressHostClaimedAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
+	b.IngressHostClaimedAt = &value
 	return b
 }
 

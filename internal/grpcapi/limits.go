@@ -1,0 +1,191 @@
+package grpcapi
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+)
+
+// limitListener closes a connection over the cap as soon as it is accepted. Waiting instead
+// (netutil.LimitListener) would leave the extra connections in the kernel's queue, where
+// the clients' handshakes time out anyway, and hide the refusal from them.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+	log   logr.Logger
+	warn  rate.Sometimes
+}
+
+func newLimitListener(l net.Listener, maxConns int, log logr.Logger) *limitListener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, maxConns), log: log, warn: rate.Sometimes{Interval: time.Minute}}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+		}
+		_ = c.Close()
+		l.warn.Do(func() {
+			l.log.Info("refusing connections: the cap of open connections is reached", "maxConnections", cap(l.slots))
+		})
+	}
+}
+
+// limitedConn gives its slot back once, however many times it is closed.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// mutating are the calls that write: they are rate-limited per user.
+var mutating = map[string]bool{
+	workspacev1.WorkspaceService_Create_FullMethodName:             true,
+	workspacev1.WorkspaceService_Start_FullMethodName:              true,
+	workspacev1.WorkspaceService_Stop_FullMethodName:               true,
+	workspacev1.WorkspaceService_Delete_FullMethodName:             true,
+	workspacev1.WorkspaceService_RotateAccess_FullMethodName:       true,
+	pb.CloudIdeService_CreateSpaceAndWaitForRunning_FullMethodName: true,
+	pb.CloudIdeService_DeleteSpace_FullMethodName:                  true,
+}
+
+// userLimits bounds each authenticated user's calls in flight and the rate of their writes.
+// Only authenticated users have state, so it is bounded by the token Secret; the state of a
+// user idle long enough for their bucket to be full again is dropped, which loses nothing.
+type userLimits struct {
+	cfg        userLimitsConfig
+	every      rate.Limit
+	evictAfter time.Duration
+	now        func() time.Time
+
+	mu    sync.Mutex
+	users map[string]*userState
+	swept time.Time
+}
+
+type userState struct {
+	inFlight int
+	bucket   *rate.Limiter
+	last     time.Time // when a call last started or ended
+}
+
+func newUserLimits(cfg userLimitsConfig, now func() time.Time) *userLimits {
+	every := rate.Limit(float64(cfg.mutationsPerMin) / 60)
+	refill := time.Duration(float64(cfg.mutationBurst) / float64(every) * float64(time.Second))
+	return &userLimits{cfg: cfg, every: every, evictAfter: max(cfg.idleStateEviction, refill), now: now,
+		users: map[string]*userState{}}
+}
+
+// admit takes one of the user's places in flight and, for a write, a token of their bucket;
+// release gives the place back. The refusals say what the limit is, and when to try again.
+func (l *userLimits) admit(user, method string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.sweep(now)
+	u := l.users[user]
+	if u == nil {
+		u = &userState{bucket: rate.NewLimiter(l.every, l.cfg.mutationBurst)}
+		l.users[user] = u
+	}
+	u.last = now
+	if u.inFlight >= l.cfg.maxInFlight {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"user %s has %d calls in flight, the most allowed: retry once one of them has ended", user, u.inFlight)
+	}
+	if mutating[method] {
+		r := u.bucket.ReserveN(now, 1)
+		if wait := r.DelayFrom(now); wait > 0 {
+			r.CancelAt(now)
+			return nil, l.tooFast(user, wait)
+		}
+	}
+	u.inFlight++
+	return func() { l.release(user) }, nil
+}
+
+func (l *userLimits) release(user string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if u := l.users[user]; u != nil {
+		u.inFlight--
+		u.last = l.now()
+	}
+}
+
+// tooFast is ResourceExhausted with the delay in words and as RetryInfo, for clients that read it.
+func (l *userLimits) tooFast(user string, wait time.Duration) error {
+	wait = wait.Round(100 * time.Millisecond)
+	st := status.Newf(codes.ResourceExhausted,
+		"user %s may make %d writes a minute, in bursts of %d: retry in %s", user, l.cfg.mutationsPerMin, l.cfg.mutationBurst, wait)
+	if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+		st = detailed
+	}
+	return st.Err()
+}
+
+// sweep drops, at most once per evictAfter, the users with no call in flight and none for
+// evictAfter: their buckets are full again, so a new state is the same as the old.
+func (l *userLimits) sweep(now time.Time) {
+	if now.Sub(l.swept) < l.evictAfter {
+		return
+	}
+	l.swept = now
+	for user, u := range l.users {
+		if u.inFlight == 0 && now.Sub(u.last) >= l.evictAfter {
+			delete(l.users, user)
+		}
+	}
+}
+
+// unary runs after authentication; public calls have no user and are not counted here.
+func (l *userLimits) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	user := userFrom(ctx)
+	if user == "" {
+		return handler(ctx, req)
+	}
+	release, err := l.admit(user, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return handler(ctx, req)
+}
+
+func (l *userLimits) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	user := userFrom(ss.Context())
+	if user == "" {
+		return handler(srv, ss)
+	}
+	release, err := l.admit(user, info.FullMethod)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return handler(srv, ss)
+}

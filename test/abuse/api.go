@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+)
+
+// api is the API as a client on its own connection sees it: each user's client has one, as a
+// person's would (a connection carries a bounded number of calls at once).
+// callsPerConnection is the most calls the server lets one connection carry at once
+// (--grpc-max-streams-per-connection's default).
+const callsPerConnection = 32
+
+func (a *abuse) api(conn string) workspacev1.WorkspaceServiceClient {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.conns[conn]
+	if !ok {
+		var err error
+		c, err = grpc.NewClient(a.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: a.roots, MinVersion: tls.VersionTLS12})))
+		if err != nil {
+			panic(err) // only a malformed target fails here, and the target is ours
+		}
+		a.conns[conn] = c
+	}
+	return workspacev1.NewWorkspaceServiceClient(c)
+}
+
+// closeConns closes every client connection.
+func (a *abuse) closeConns() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.conns {
+		c.Close()
+	}
+}
+
+// createsOverQuota has every user fire creates at once, more than the running quota allows.
+func (a *abuse) createsOverQuota(ctx context.Context) (string, string, error) {
+	t := &tally{}
+	var wg sync.WaitGroup
+	for user, token := range a.tokens {
+		for i := range a.o.creates {
+			wg.Go(func() {
+				callCtx, cancel := context.WithTimeout(a.as(ctx, token), 30*time.Second)
+				defer cancel()
+				_, err := a.api(user).Create(callCtx, &workspacev1.CreateWorkspaceRequest{Workspace: &workspacev1.Workspace{Name: fmt.Sprintf("%s-%d", user, i)}})
+				t.add(err)
+			})
+		}
+	}
+	wg.Wait()
+	// The attacks after this one count the API server's requests: the operator's work on these
+	// workspaces must be done first.
+	if err := a.allRunning(ctx); err != nil {
+		return "", "", err
+	}
+	return t.String(), t.over(codes.OK, len(a.tokens)*maxRunning, "created"), nil
+}
+
+// allRunning waits until every user's workspaces are Running.
+func (a *abuse) allRunning(ctx context.Context) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for user, token := range a.tokens {
+			list, err := a.api(user).List(a.as(ctx, token), &workspacev1.ListWorkspacesRequest{})
+			if err != nil {
+				return false, fmt.Errorf("listing workspaces: %w", err)
+			}
+			for _, ws := range list.Workspaces {
+				if ws.Phase != "Running" {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+}
+
+// watchStreams has every user open more Watch streams than the cap, then closes them all.
+func (a *abuse) watchStreams(ctx context.Context) (string, string, error) {
+	t := &tally{}
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for user, token := range a.tokens {
+		wg.Go(func() {
+			for range a.o.watches {
+				stream, err := a.api(user).Watch(a.as(streamCtx, token), &workspacev1.WatchWorkspacesRequest{})
+				if err == nil {
+					err = firstAnswer(stream)
+				}
+				t.add(err)
+			}
+		})
+	}
+	wg.Wait()
+	return t.String(), t.over(codes.OK, len(a.tokens)*maxWatches, "opened"), nil
+}
+
+// firstAnswer waits for a stream's first message or error; a stream quiet for two seconds was
+// accepted (a user with no workspaces gets no event), so no stream can hold the run.
+func firstAnswer(stream workspacev1.WorkspaceService_WatchClient) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(2 * time.Second):
+		return nil
+	}
+}
+
+// tokenFlood calls with wrong tokens from many workers, bounded in count and time, and counts
+// the API server's requests meanwhile: a flood must not turn into reads of the token Secret.
+func (a *abuse) tokenFlood(ctx context.Context) (string, string, error) {
+	before, err := a.apiRequests(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	floodCtx, cancel := context.WithTimeout(ctx, a.o.floodFor)
+	defer cancel()
+	t := &tally{}
+	parallelUntil(floodCtx, a.o.workers, a.o.flood, func(i int) {
+		_, err := a.api(fmt.Sprint("flood-", i%a.o.workers)).List(a.as(floodCtx, fmt.Sprintf("wrong-%d", i)), &workspacev1.ListWorkspacesRequest{})
+		t.add(err)
+	})
+	after, err := a.apiRequests(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	reads := after["secrets"] - before["secrets"]
+	answer := fmt.Sprintf("%s; API server requests %.0f, token Secret reads %.0f", t, framework.Sum(after)-framework.Sum(before), reads)
+	through := t.other(codes.Unauthenticated, "answered")
+	if reads > 0 {
+		through = fmt.Sprintf("%.0f reads of the token Secret", reads)
+	}
+	return answer, through, nil
+}
+
+// waitFlood has one user hold as many create-and-wait style calls open as it can: a stopped
+// workspace started by thousands of concurrent Start(wait=true) calls.
+func (a *abuse) waitFlood(ctx context.Context) (string, string, error) {
+	token := a.tokens["user0"]
+	ws, err := a.someWorkspace(ctx, "user0")
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := a.api("user0").Stop(a.as(ctx, token), &workspacev1.WorkspaceRef{Name: ws}); err != nil {
+		return "", "", fmt.Errorf("stopping %s: %w", ws, err)
+	}
+	t := &tally{}
+	callCtx, cancel := context.WithTimeout(a.as(ctx, token), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range a.o.waits {
+		wg.Go(func() {
+			// As many connections as it takes to have every call open at once.
+			_, err := a.api(fmt.Sprint("waits-", i/callsPerConnection)).Start(callCtx, &workspacev1.StartWorkspaceRequest{Ref: &workspacev1.WorkspaceRef{Name: ws}, Wait: true})
+			t.add(err)
+		})
+	}
+	wg.Wait()
+	return t.String(), t.none(codes.ResourceExhausted, "every call was let wait"), nil
+}
+
+// rotationFlood rotates one workspace's password as fast as the API answers, counting the API
+// server's writes: each accepted rotation rewrites the password and restarts the IDE.
+func (a *abuse) rotationFlood(ctx context.Context) (string, string, error) {
+	token := a.tokens["user1"]
+	ws, err := a.someWorkspace(ctx, "user1")
+	if err != nil {
+		return "", "", err
+	}
+	before, err := a.apiWrites(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	t := &tally{}
+	start := time.Now()
+	for range a.o.rotations {
+		_, err := a.api("user1").RotateAccess(a.as(ctx, token), &workspacev1.WorkspaceRef{Name: ws})
+		t.add(err)
+	}
+	took := time.Since(start)
+	after, err := a.apiWrites(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	answer := fmt.Sprintf("%s in %.1f s; API server writes %.0f", t, took.Seconds(), after-before)
+	return answer, t.none(codes.ResourceExhausted, "every rotation was accepted"), nil
+}
+
+// someWorkspace is the name of one of the user's workspaces.
+func (a *abuse) someWorkspace(ctx context.Context, user string) (string, error) {
+	list, err := a.api(user).List(a.as(ctx, a.tokens[user]), &workspacev1.ListWorkspacesRequest{})
+	if err != nil {
+		return "", fmt.Errorf("listing workspaces: %w", err)
+	}
+	if len(list.Workspaces) == 0 {
+		return "", fmt.Errorf("the user has no workspace")
+	}
+	return list.Workspaces[0].Name, nil
+}
+
+// parallelUntil runs fn(0..n-1) on workers goroutines until all ran or ctx ends.
+func parallelUntil(ctx context.Context, workers, n int, fn func(i int)) {
+	calls := make(chan int, n)
+	for i := range n {
+		calls <- i
+	}
+	close(calls)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range calls {
+				if ctx.Err() != nil {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
