@@ -51,6 +51,15 @@ fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+# coordinator_race reports whether the failure in $log is Go's own fuzz coordinator missing its
+# deadline at the end of -fuzztime (golang/go#75804, fixed in Go 1.27): a bare "context
+# deadline exceeded", no input written, no panic. Under CPU contention it fails a target that
+# found nothing; the target's corpus is then replayed to be sure.
+coordinator_race() {
+  grep -qE '^    context deadline exceeded$' "$log" \
+    && ! grep -qE 'Failing input written to|panic:|--- FAIL: .*/' "$log"
+}
 ran=0
 for pkg in "${pkgs[@]}"; do
   mapfile -t targets < <(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
@@ -62,6 +71,8 @@ for pkg in "${pkgs[@]}"; do
       # (total: 9)"), which go test prints every 3 seconds.
       progress=$(grep -o 'execs: [0-9]*.*' "$log" | tail -1 | sed 's/ ([0-9]*\/sec)//' || true)
       printf 'ok%s\n' "${progress:+ ($progress)}"
+    elif coordinator_race && go test "$pkg" -run "^$t\$" >"$log" 2>&1; then
+      echo "ok (Go's fuzz coordinator missed its own deadline, golang/go#75804: no input failed; the corpus replayed clean)"
     else
       echo FAIL
       cat "$log" >&2
