@@ -76,6 +76,16 @@ type grpcOptions struct {
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
+	fs := bindFlags(o)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o.watchNamespaces = splitNamespaces(os.Getenv("WATCH_NAMESPACE"))
+	return o, nil
+}
+
+// bindFlags is the operator's flag set, bound to o.
+func bindFlags(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("cloudspace-operator", flag.ContinueOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0",
 		"Address the metrics endpoint binds to, e.g. :8443 (HTTPS) or :8080 (HTTP); 0 disables it.")
@@ -185,11 +195,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.grpc.tlsReload, "grpc-tls-reload-interval", 10*time.Second,
 		"How often the gRPC certificate files are read again, and looked for while missing.")
 	o.zap.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	o.watchNamespaces = splitNamespaces(os.Getenv("WATCH_NAMESPACE"))
-	return o, nil
+	return fs
 }
 
 // quantityFlag binds a positive quantity flag to q, whose value is the default.

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"flag"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -89,4 +92,21 @@ func TestSoftMemoryLimit(t *testing.T) {
 			t.Errorf("%s: softMemoryLimit(%q, %v) = %d, %v; want %d, error %v", tc.name, tc.containerLimit, tc.gomemlimitSet, got, err, tc.want, tc.wantErr)
 		}
 	}
+}
+
+// TestEveryFlagIsDocumented: the README's flag table names every flag the operator takes (the
+// zap logging flags as --zap-*).
+func TestEveryFlagIsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindFlags(&options{}).VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "zap-") {
+			return
+		}
+		if !strings.Contains(string(readme), "`--"+f.Name+"`") {
+			t.Errorf("--%s is not in the README's flag table", f.Name)
+		}
+	})
 }

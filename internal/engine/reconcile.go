@@ -200,23 +200,8 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	// event on (cachetrim.go).
 	r.owners.expect(s.obj, inventoryIDs(desired))
 	live, err := r.applyAll(ctx, s, desired)
-	var conflict *ownershipConflictError
-	var invalid *childInvalidError
-	switch {
-	case errors.Is(err, errStale):
-		s.stale = true
-		return ctrl.Result{RequeueAfter: staleRetry}, nil
-	case errors.As(err, &conflict):
-		return ctrl.Result{}, r.fail(s, conflict.Reason, err)
-	case err != nil:
-		// Some children may have been created: record them, so that a delete finds them.
-		s.status.Inventory = mergeInventory(s.status.Inventory, inventoryOf(desired))
-		if errors.As(err, &invalid) {
-			// Retrying a child refused as invalid only repeats the refusal: like a render
-			// failure, it waits for the spec to change.
-			return ctrl.Result{}, reconcile.TerminalError(r.fail(s, infrav1alpha1.ReasonApplyFailed, err))
-		}
-		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
+	if err != nil {
+		return r.applyFailed(s, desired, err)
 	}
 	if err := r.prune(ctx, s, desired); err != nil {
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonPruneFailed, err)
@@ -230,6 +215,27 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	return r.requeue(s, after), nil
+}
+
+// applyFailed is the result of a reconcile whose children could not all be applied.
+func (r *reconciler) applyFailed(s *scope, desired []*unstructured.Unstructured, err error) (ctrl.Result, error) {
+	var conflict *ownershipConflictError
+	var invalid *childInvalidError
+	switch {
+	case errors.Is(err, errStale):
+		s.stale = true
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	case errors.As(err, &conflict):
+		return ctrl.Result{}, r.fail(s, conflict.Reason, err)
+	}
+	// Some children may have been created: record them, so that a delete finds them.
+	s.status.Inventory = mergeInventory(s.status.Inventory, inventoryOf(desired))
+	if errors.As(err, &invalid) {
+		// Retrying a child refused as invalid only repeats the refusal: like a render
+		// failure, it waits for the spec to change.
+		return ctrl.Result{}, reconcile.TerminalError(r.fail(s, infrav1alpha1.ReasonApplyFailed, err))
+	}
+	return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 }
 
 // fail records a failure in the outcome and, when it is new, in a Warning event: a resync of a

@@ -309,9 +309,26 @@ func TestInvalidInputNamesTheField(t *testing.T) {
 // TestDeadlineShorterThanStartLeavesNothing: the caller gives up before the IDE is ready.
 func TestDeadlineShorterThanStartLeavesNothing(t *testing.T) {
 	seed := pb.NewCloudIdeServiceClient(apiConn(t))
-	// Shorter than any start here: the call ends either while waiting or during the create.
-	ctx := as(t, "bob", 150*time.Millisecond)
-	_, err := seed.CreateSpaceAndWaitForRunning(ctx, &pb.PodInfo{Name: "bob-hasty", Namespace: workspaceNS})
+	// Shorter than a start here, so that the call ends either while waiting or during the
+	// create. KWOK can start a workspace in under 150 ms: one that did is removed, and the call
+	// made again with half the time.
+	var err error
+	for deadline := 150 * time.Millisecond; ; deadline /= 2 {
+		_, err = seed.CreateSpaceAndWaitForRunning(as(t, "bob", deadline), &pb.PodInfo{Name: "bob-hasty", Namespace: workspaceNS})
+		if err != nil || deadline < 10*time.Millisecond {
+			break
+		}
+		if _, err := seed.DeleteSpace(as(t, "bob", time.Minute), &pb.QueryOption{Name: "bob-hasty", Namespace: workspaceNS}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "bob-hasty is gone before the next try", func(ctx context.Context) error {
+			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: "bob-hasty"}, &infrav1alpha1.Workspace{})
+			if err == nil {
+				return fmt.Errorf("bob-hasty is still there")
+			}
+			return client.IgnoreNotFound(err)
+		})
+	}
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("error = %v, want DeadlineExceeded", err)
 	}
