@@ -190,17 +190,13 @@ func (o *owners) kindOf(obj client.Object) schema.GroupVersionKind {
 // stub is obj reduced to what says who holds it (stubMeta), with nothing else.
 func stub(obj client.Object) client.Object {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		su := &unstructured.Unstructured{}
-		su.SetGroupVersionKind(u.GroupVersionKind())
 		meta := stubMeta(u)
-		su.SetNamespace(meta.Namespace)
-		su.SetName(meta.Name)
-		su.SetUID(meta.UID)
-		su.SetResourceVersion(meta.ResourceVersion)
-		su.SetDeletionTimestamp(meta.DeletionTimestamp)
-		su.SetLabels(meta.Labels)
-		su.SetOwnerReferences(meta.OwnerReferences)
-		su.SetAnnotations(meta.Annotations)
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&meta)
+		if err != nil { // ObjectMeta always converts; a name is the least a stub is
+			m = map[string]any{"namespace": meta.Namespace, "name": meta.Name, "annotations": map[string]any{AnnotationTrimmed: "true"}}
+		}
+		su := &unstructured.Unstructured{Object: map[string]any{"metadata": m}}
+		su.SetGroupVersionKind(u.GroupVersionKind())
 		return su
 	}
 	s := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)

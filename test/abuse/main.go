@@ -268,21 +268,6 @@ func waitServing(ctx context.Context, api workspacev1.WorkspaceServiceClient, au
 	}
 }
 
-// apiWrites reads the API server's count of writes so far.
-func (a *abuse) apiWrites(ctx context.Context) (float64, error) {
-	raw, err := a.kube.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, err
-	}
-	byVerb, err := framework.SumCounter(raw, "apiserver_request_total", func(labels map[string]string) (string, bool) {
-		return labels["verb"], true
-	})
-	if err != nil {
-		return 0, err
-	}
-	return byVerb["POST"] + byVerb["PUT"] + byVerb["PATCH"] + byVerb["DELETE"] + byVerb["APPLY"], nil
-}
-
 // apiRequests reads the API server's request counter, by resource.
 func (a *abuse) apiRequests(ctx context.Context) (map[string]float64, error) {
 	raw, err := a.kube.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // attack is one hostile act. run returns the answer the attacker got and, when the attacker got
@@ -68,11 +69,11 @@ func (a *abuse) measure(ctx context.Context, at attack) (row, error) {
 	if err, exited := a.op.Exited(); exited {
 		return row{}, fmt.Errorf("the operator died: %v", err)
 	}
-	peak, err := peakRSSMiB(a.op.PID())
+	usage, err := framework.Usage(a.op.PID())
 	if err != nil {
 		return row{}, err
 	}
-	return row{name: at.name, answer: answer, through: through, peakRSSMiB: peak}, nil
+	return row{name: at.name, answer: answer, through: through, peakRSSMiB: usage.PeakRSSMiB}, nil
 }
 
 // printTable prints the rows and returns how many attacks got through.
@@ -97,21 +98,6 @@ func printTable(rows []row, maxRSS float64) int {
 // its own (proc(5): clear_refs, value 5).
 func resetPeakRSS(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
-}
-
-// peakRSSMiB reads the process's peak resident set since the last reset.
-func peakRSSMiB(pid int) (float64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kib / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // raiseFileLimit lifts the open-file limit to its hard limit.
