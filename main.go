@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/operator-framework/operator-lib/proxy"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,7 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // options are the operator's command-line settings.
@@ -116,7 +118,7 @@ func bindFlags(o *options) *flag.FlagSet {
 		"Comma list of namespaces the API creates workspaces in; the first is the default.")
 	fs.DurationVar(&o.grpc.tokenMaxStale, "grpc-token-max-staleness", 5*time.Minute,
 		"How long the last tokens read are served while the token Secret cannot be read; then calls are Unavailable.")
-	o.kinds.Workspace.Limits = controllers.DefaultWorkspaceLimits()
+	o.kinds.Workspace.Limits = workspace.DefaultLimits()
 	quantityFlag(fs, &o.kinds.Workspace.Limits.CPU, "workspace-max-cpu", "The most CPU one workspace may have, through any door.")
 	quantityFlag(fs, &o.kinds.Workspace.Limits.Memory, "workspace-max-memory", "The most memory one workspace may have, through any door.")
 	quantityFlag(fs, &o.kinds.Workspace.Limits.Storage, "workspace-max-storage", "The largest volume one workspace may have, through any door.")
@@ -247,7 +249,11 @@ func accessKey(ctx context.Context, cfg *rest.Config, ref string) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("creating a client: %w", err)
 	}
-	return access.EnsureKey(ctx, c, types.NamespacedName{Namespace: ns, Name: name})
+	key, err := access.EnsureKey(ctx, c, types.NamespacedName{Namespace: ns, Name: name})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: create namespace %s, or name a Secret in an existing one with --workspace-access-key-secret", err, ns)
+	}
+	return key, err
 }
 
 // splitNamespaces parses WATCH_NAMESPACE: a comma list; empty means every namespace.
@@ -293,7 +299,7 @@ func managerOptions(o *options) (ctrl.Options, error) {
 	if err != nil {
 		return ctrl.Options{}, err
 	}
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	cacheOpts := cache.Options{DefaultTransform: engine.SharedStrings(cache.TransformStripManagedFields())}
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range o.watchNamespaces {
@@ -332,9 +338,14 @@ func webhookServer(addr, certDir string, tlsOpts []func(*tls.Config)) (webhook.S
 	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: tlsOpts}), nil
 }
 
-// setupGRPC adds the workspace API to the manager when an address is set.
-func setupGRPC(mgr ctrl.Manager, g grpcOptions, wc controllers.WorkspaceConfig) error {
+// setupGRPC adds the workspace API to the manager when an address is set and Workspaces are
+// served: without them it would have nothing to serve (the shipped Deployment sets an address).
+func setupGRPC(mgr ctrl.Manager, g grpcOptions, wc controllers.WorkspaceConfig, served bool) error {
 	if g.addr == "0" || g.addr == "" {
+		return nil
+	}
+	if !served {
+		ctrl.Log.WithName("setup").Info("the workspace API is off: the watches file serves no Workspace", "grpcBindAddress", g.addr)
 		return nil
 	}
 	ns, name, ok := strings.Cut(g.tokenSecret, "/")
@@ -425,8 +436,12 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if o.kinds.Workspace.AccessKey, err = accessKey(ctx, cfg, o.accessKeySecret); err != nil {
-		return err
+	// Only Workspaces need the key: an operator serving only chart kinds needs no namespace
+	// of its own.
+	if controllers.ServesWorkspaces(ws) {
+		if o.kinds.Workspace.AccessKey, err = accessKey(ctx, cfg, o.accessKeySecret); err != nil {
+			return err
+		}
 	}
 	if err := controllers.Setup(mgr, ws, o.kinds, engine.WithNamespaces(o.watchNamespaces),
 		// OLM passes the cluster's proxy to the operator; the operands reach out through it too.
@@ -438,7 +453,7 @@ func run(ctx context.Context, o *options) error {
 			return fmt.Errorf("setting up webhooks: %w", err)
 		}
 	}
-	if err := setupGRPC(mgr, o.grpc, o.kinds.Workspace); err != nil {
+	if err := setupGRPC(mgr, o.grpc, o.kinds.Workspace, controllers.ServesWorkspaces(ws)); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

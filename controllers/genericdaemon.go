@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/decode"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
@@ -65,7 +66,7 @@ func (GenericDaemonLifecycle) ObservesPods() {}
 // refuse never renders (Degraded, ValuesInvalid, and a Warning event naming the field).
 func (l GenericDaemonLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
 	var gd infrav1alpha1.GenericDaemon
-	if err := fromUnstructured(obj.Object, &gd); err != nil {
+	if err := decode.FromUnstructured(obj.Object, &gd); err != nil {
 		return nil, fmt.Errorf("decoding spec: %w", err)
 	}
 	if err := l.Check(&gd.Spec); err != nil {

@@ -62,13 +62,19 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Opti
 		return err
 	}
 	var workspaces client.Reader
-	if slices.ContainsFunc(ws, func(w watches.Watch) bool { return w.GroupVersionKind() == workspaceGVK }) {
+	if ServesWorkspaces(ws) {
 		if err := IndexWorkspaceHosts(context.Background(), mgr.GetFieldIndexer()); err != nil {
 			return err
 		}
 		workspaces = mgr.GetCache()
 	}
 	return engine.Setup(mgr, ws, append(lifecycles(cfg, workspaces), opts...)...)
+}
+
+// ServesWorkspaces reports whether the watches file serves Workspace, the only kind that needs
+// the access key and the workspace API.
+func ServesWorkspaces(ws []watches.Watch) bool {
+	return slices.ContainsFunc(ws, func(w watches.Watch) bool { return w.GroupVersionKind() == workspaceGVK })
 }
 
 // Validate checks the settings an admin gave, so that a typo stops the operator at start

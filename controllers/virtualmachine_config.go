@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/quantity"
 )
 
 // VMConfig is what the operator's flags set for every VirtualMachine: images, /dev/kvm and the
@@ -148,7 +149,7 @@ func sameQuantity(a, b *resource.Quantity) bool {
 	switch {
 	case a == nil || b == nil:
 		return a == b
-	case outOfRange(*a) || outOfRange(*b):
+	case quantity.OutOfRange(*a) || quantity.OutOfRange(*b):
 		return false
 	}
 	return a.Equal(*b)
@@ -158,7 +159,7 @@ func (c VMConfig) checkMax(path *field.Path, q *resource.Quantity, maxQ resource
 	switch {
 	case q == nil || !isChanged:
 		return nil
-	case outOfRange(*q):
+	case quantity.OutOfRange(*q):
 		return field.ErrorList{field.Invalid(path, q.String(), "out of range")}
 	case q.Cmp(maxQ) > 0:
 		return field.ErrorList{field.Invalid(path, q.String(), fmt.Sprintf("exceeds the most a VM may have here (%s)", maxQ.String()))}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/decode"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
@@ -37,7 +38,7 @@ func (VirtualMachineLifecycle) ObservesPods() {}
 
 func decodeVM(obj *unstructured.Unstructured) (*infrav1alpha1.VirtualMachine, error) {
 	vm := &infrav1alpha1.VirtualMachine{}
-	if err := fromUnstructured(obj.Object, vm); err != nil {
+	if err := decode.FromUnstructured(obj.Object, vm); err != nil {
 		return nil, fmt.Errorf("decoding virtual machine: %w", err)
 	}
 	return vm, nil

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/decode"
 )
 
 // The webhooks fail closed (failurePolicy=Fail): a VM admitted without them would miss the
@@ -47,8 +48,8 @@ func SetupVirtualMachineWebhook(mgr ctrl.Manager, cfg VMConfig) error {
 	// hold ("memory: abc") is refused naming the field (checkDecode) before the handlers decode it.
 	vm, kind := &infrav1alpha1.VirtualMachine{}, infrav1alpha1.GroupVersion.WithKind("VirtualMachine").GroupKind()
 	srv := mgr.GetWebhookServer()
-	srv.Register(vmMutatePath, checkDecode(admission.WithCustomDefaulter(mgr.GetScheme(), vm, wh), kind, vm))
-	srv.Register(vmValidatePath, checkDecode(admission.WithCustomValidator(mgr.GetScheme(), vm, wh), kind, vm))
+	srv.Register(vmMutatePath, decode.Webhook(admission.WithCustomDefaulter(mgr.GetScheme(), vm, wh), kind, vm))
+	srv.Register(vmValidatePath, decode.Webhook(admission.WithCustomValidator(mgr.GetScheme(), vm, wh), kind, vm))
 	return nil
 }
 

@@ -14,7 +14,7 @@ import (
 // accessValues renders the access and ingress values of a workspace with this UID and rotation.
 func accessValues(t *testing.T, cfg WorkspaceConfig, uid types.UID, rotation int64, ing *infrav1alpha1.WorkspaceIngress) (map[string]any, error) {
 	t.Helper()
-	ws := workspace(true, infrav1alpha1.WorkspaceStatus{})
+	ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{})
 	ws.UID, ws.Spec.Access.Rotation, ws.Spec.Ingress = uid, rotation, ing
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ws)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // WorkspaceIngressConfig binds workspace ingress hosts to workspaces. Whoever may create a
@@ -155,7 +156,7 @@ func (l workspaceTenancy) Status(obj *unstructured.Unstructured, observed engine
 	res.Failure = strings.TrimPrefix(res.Failure+"; "+refusal.message, "; ")
 	if res.Fields != nil {
 		port, _, _ := unstructured.NestedInt64(obj.Object, "spec", "port")
-		res.Fields["url"] = fmt.Sprintf("http://%s.%s.svc:%d/", obj.GetName(), obj.GetNamespace(), orDefault(port, defaultWorkspacePort))
+		res.Fields["url"] = fmt.Sprintf("http://%s.%s.svc:%d/", obj.GetName(), obj.GetNamespace(), orDefault(port, workspace.DefaultPort))
 	}
 	if refusal.reason == infrav1alpha1.ReasonIngressHostConflict {
 		recheck := orDefault(l.ingress.Recheck, DefaultIngressHostRecheck)

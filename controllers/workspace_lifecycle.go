@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // Workspace's resource, what helm-charts/workspace renders, and the IDE pods it observes.
@@ -24,13 +24,6 @@ import (
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims;secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-
-// Defaults that also stand in the CRD (for objects created before a default was added).
-const (
-	defaultWorkspaceImage   = "codercom/code-server:4.96.4"
-	defaultWorkspacePort    = 8080
-	defaultWorkspaceTimeout = 5 * time.Minute
-)
 
 // WorkspaceLifecycle is Workspace's Go code: values from the typed spec; phase, node, address
 // and URL from the IDE pod, with the start timeout; and the storage kept on delete when the
@@ -43,8 +36,8 @@ type WorkspaceLifecycle struct {
 
 // WorkspaceConfig is what the operator's flags set for every workspace.
 type WorkspaceConfig struct {
-	// Limits are the most a workspace may ask for; DefaultWorkspaceLimits where zero.
-	Limits WorkspaceLimits
+	// Limits are the most a workspace may ask for; workspace.DefaultLimits where zero.
+	Limits workspace.Limits
 	// AccessKey derives each IDE's password (internal/access). Required: without it no
 	// workspace renders, rather than one with a guessable password.
 	AccessKey []byte
@@ -66,10 +59,6 @@ var (
 	_ engine.Adopter     = WorkspaceLifecycle{}
 )
 
-// labelOwner is the workspace owner's label on the chart's volume; a retained volume is adopted
-// only by a workspace of the same owner.
-const labelOwner = "infra.cloudspace.dev/owner"
-
 // ObservesPods asks the engine for the IDE pods.
 func (WorkspaceLifecycle) ObservesPods() {}
 
@@ -80,20 +69,10 @@ func (l WorkspaceLifecycle) now() time.Time {
 	return time.Now()
 }
 
-// DecodeWorkspace decodes a Workspace read unstructured; the error names the field that does
-// not fit the Go type ("spec.startTimeout: ...").
-func DecodeWorkspace(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, error) {
-	ws := &infrav1alpha1.Workspace{}
-	if err := fromUnstructured(obj.Object, ws); err != nil {
-		return nil, fmt.Errorf("decoding workspace: %w", err)
-	}
-	return ws, nil
-}
-
 // Values maps the spec onto helm-charts/workspace's values; a spec over the limits never
 // renders, whoever made it.
 func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]any, error) {
-	ws, err := DecodeWorkspace(obj)
+	ws, err := workspace.Decode(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -107,13 +86,13 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 	vals := map[string]any{
 		"owner":   s.Owner,
 		"image":   l.image(s.Image),
-		"port":    int64(orDefault(s.Port, defaultWorkspacePort)),
-		"running": s.Running == nil || *s.Running,
+		"port":    int64(orDefault(s.Port, workspace.DefaultPort)),
+		"running": s.WantsRunning(),
 		"resources": map[string]any{
-			"cpu":    quantityOr(s.Resources.CPU, defaultWorkspaceCPU),
-			"memory": quantityOr(s.Resources.Memory, defaultWorkspaceMemory),
+			"cpu":    quantityOr(s.Resources.CPU, workspace.DefaultCPU),
+			"memory": quantityOr(s.Resources.Memory, workspace.DefaultMemory),
 		},
-		"storage": map[string]any{"size": quantityOr(s.Storage.Size, defaultWorkspaceStorage), "storageClassName": deref(s.Storage.StorageClassName)},
+		"storage": map[string]any{"size": quantityOr(s.Storage.Size, workspace.DefaultStorage), "storageClassName": deref(s.Storage.StorageClassName)},
 		"access":  map[string]any{"password": access.Password(l.AccessKey, ws.UID, s.Access.Rotation)},
 	}
 	if s.Git != nil {
@@ -144,11 +123,11 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 // phase, and the quota must go on counting it as running); any change to the spec (a start, a
 // larger size) is checked.
 func (l WorkspaceLifecycle) checkLimits(ws *infrav1alpha1.Workspace) error {
-	if ws.Generation != 0 && ws.Status.ObservedGeneration == ws.Generation {
+	if engine.Rendered(ws.Generation, ws.Status.ObservedGeneration, ws.Status.Conditions) {
 		return nil
 	}
 	check := l.Limits.Check
-	if ws.Spec.Running != nil && !*ws.Spec.Running {
+	if !ws.Spec.WantsRunning() {
 		check = l.Limits.CheckStopped
 	}
 	if ferr := check(&ws.Spec); ferr != nil {
@@ -160,8 +139,8 @@ func (l WorkspaceLifecycle) checkLimits(ws *infrav1alpha1.Workspace) error {
 // image is the IDE image to run for spec.image: the configured mirror of the default image
 // in its place.
 func (l WorkspaceLifecycle) image(spec string) string {
-	image := orDefault(spec, defaultWorkspaceImage)
-	if image == defaultWorkspaceImage && l.IDEImage != "" {
+	image := orDefault(spec, workspace.DefaultImage)
+	if image == workspace.DefaultImage && l.IDEImage != "" {
 		return l.IDEImage
 	}
 	return image
@@ -209,7 +188,7 @@ func deref(s *string) string {
 
 // Retain keeps the home volume when the reclaim policy is Retain.
 func (WorkspaceLifecycle) Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	ws, err := DecodeWorkspace(obj)
+	ws, err := workspace.Decode(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +209,7 @@ func (WorkspaceLifecycle) Retain(obj *unstructured.Unstructured, children []*uns
 // does not say whose the volume is.
 func (WorkspaceLifecycle) Adopt(obj *unstructured.Unstructured, retained metav1.Object) error {
 	owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner")
-	if owner == "" || retained.GetLabels()[labelOwner] != owner {
+	if owner == "" || retained.GetLabels()[workspace.OwnerLabel] != owner {
 		return &engine.Refusal{Reason: infrav1alpha1.ReasonVolumeOwnedByAnotherUser,
 			Message: "the volume belongs to another user; choose another name"}
 	}

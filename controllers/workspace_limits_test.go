@@ -11,44 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
-
-func TestWorkspaceLimits(t *testing.T) {
-	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
-	tight := WorkspaceLimits{CPU: resource.MustParse("2")}
-	cases := []struct {
-		name   string
-		limits WorkspaceLimits
-		spec   infrav1alpha1.WorkspaceSpec
-		field  string
-	}{
-		{"within the defaults", WorkspaceLimits{}, infrav1alpha1.WorkspaceSpec{Resources: infrav1alpha1.WorkspaceResources{CPU: q("8"), Memory: q("32Gi")}}, ""},
-		{"unset fields", WorkspaceLimits{}, infrav1alpha1.WorkspaceSpec{}, ""},
-		{"cpu over the default", WorkspaceLimits{}, infrav1alpha1.WorkspaceSpec{Resources: infrav1alpha1.WorkspaceResources{CPU: q("8500m")}}, "spec.resources.cpu"},
-		{"storage over the default", WorkspaceLimits{}, infrav1alpha1.WorkspaceSpec{Storage: infrav1alpha1.WorkspaceStorage{Size: q("1Ti")}}, "spec.storage.size"},
-		{"cpu over a set limit", tight, infrav1alpha1.WorkspaceSpec{Resources: infrav1alpha1.WorkspaceResources{CPU: q("3")}}, "spec.resources.cpu"},
-		{"memory under its default beside a set cpu limit", tight, infrav1alpha1.WorkspaceSpec{Resources: infrav1alpha1.WorkspaceResources{Memory: q("16Gi")}}, ""},
-		{"storage beyond any limit, refused without comparing", WorkspaceLimits{}, infrav1alpha1.WorkspaceSpec{Storage: infrav1alpha1.WorkspaceStorage{Size: q("1e999999999")}}, "spec.storage.size"},
-	}
-	for _, tc := range cases {
-		err := tc.limits.Check(&tc.spec)
-		switch {
-		case tc.field == "" && err != nil:
-			t.Errorf("%s: %v, want within limits", tc.name, err)
-		case tc.field != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.field+":")):
-			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.field)
-		}
-	}
-}
-
-// TestWorkspaceLimitsCountTheDefaults: a field left unset renders as its default, so a limit
-// below the default refuses it (the CRD fills the same default in on create).
-func TestWorkspaceLimitsCountTheDefaults(t *testing.T) {
-	low := WorkspaceLimits{Memory: resource.MustParse("1Gi")}
-	if err := low.Check(&infrav1alpha1.WorkspaceSpec{}); err == nil || !strings.HasPrefix(err.Error(), "spec.resources.memory:") {
-		t.Errorf("no memory (2Gi by default) under a 1Gi limit: %v, want spec.resources.memory refused", err)
-	}
-}
 
 // overLimit is a workspace of generation 2 asking for 4Gi of memory, whose status says that
 // the operator rendered generation observed; the operator now allows 2Gi.
@@ -64,7 +28,7 @@ func overLimit(t *testing.T, running bool, observed int64) (WorkspaceLifecycle, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := WorkspaceLifecycle{WorkspaceConfig: WorkspaceConfig{Limits: WorkspaceLimits{Memory: resource.MustParse("2Gi")}, AccessKey: make([]byte, 32)}}
+	l := WorkspaceLifecycle{WorkspaceConfig: WorkspaceConfig{Limits: workspace.Limits{Memory: resource.MustParse("2Gi")}, AccessKey: make([]byte, 32)}}
 	return l, &unstructured.Unstructured{Object: m}
 }
 
@@ -85,6 +49,17 @@ func TestOverALoweredLimitAStopStillStops(t *testing.T) {
 	l, running := overLimit(t, true, 2)
 	if vals, err := l.Values(running); err != nil || vals["running"] != true {
 		t.Errorf("the generation already rendered: running %v, %v; want rendered as it is", vals["running"], err)
+	}
+	// The generation was observed as refused (Stalled, for GitOps tools), not rendered: a
+	// later reconcile refuses it again instead of rendering it.
+	l, refused := overLimit(t, true, 2)
+	stalled := []any{map[string]any{"type": infrav1alpha1.ConditionStalled, "status": "True", "reason": infrav1alpha1.ReasonValuesInvalid,
+		"message": "spec.resources.memory: too much", "lastTransitionTime": "2026-11-25T00:00:00Z"}}
+	if err := unstructured.SetNestedSlice(refused.Object, stalled, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Values(refused); err == nil || !strings.HasPrefix(err.Error(), "spec.resources.memory:") {
+		t.Errorf("a start refused before, observed: %v, want spec.resources.memory refused again", err)
 	}
 }
 

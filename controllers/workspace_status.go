@@ -12,11 +12,12 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // Status computes the phase and the IDE's whereabouts from its pod.
 func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
-	ws, err := DecodeWorkspace(obj)
+	ws, err := workspace.Decode(obj)
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
@@ -43,9 +44,9 @@ func awaited(phase infrav1alpha1.WorkspacePhase) bool {
 // the new status out.
 func workspaceStatus(ws *infrav1alpha1.Workspace, pods []corev1.Pod, now time.Time) infrav1alpha1.WorkspaceStatus {
 	prev := ws.Status
-	st := infrav1alpha1.WorkspaceStatus{Port: orDefault(ws.Spec.Port, defaultWorkspacePort), URL: workspaceURL(ws)}
+	st := infrav1alpha1.WorkspaceStatus{Port: orDefault(ws.Spec.Port, workspace.DefaultPort), URL: workspaceURL(ws)}
 	live := livePods(pods)
-	if ws.Spec.Running != nil && !*ws.Spec.Running {
+	if !ws.Spec.WantsRunning() {
 		st.Phase, st.Message = infrav1alpha1.WorkspaceStopped, "stopped; the storage is kept"
 		if len(live) > 0 {
 			st.Phase, st.Message = infrav1alpha1.WorkspaceStopping, "waiting for the IDE pod to exit"
@@ -80,7 +81,7 @@ func isStarting(p infrav1alpha1.WorkspacePhase) bool {
 
 func startTimeout(ws *infrav1alpha1.Workspace) time.Duration {
 	if ws.Spec.StartTimeout == nil || ws.Spec.StartTimeout.Duration <= 0 {
-		return defaultWorkspaceTimeout
+		return workspace.DefaultStartTimeout
 	}
 	return ws.Spec.StartTimeout.Duration
 }
@@ -137,5 +138,5 @@ func workspaceURL(ws *infrav1alpha1.Workspace) string {
 	if ws.Spec.Ingress != nil && ws.Spec.Ingress.Host != "" {
 		return "https://" + ws.Spec.Ingress.Host + "/"
 	}
-	return fmt.Sprintf("http://%s.%s.svc:%d/", ws.Name, ws.Namespace, orDefault(ws.Spec.Port, defaultWorkspacePort))
+	return fmt.Sprintf("http://%s.%s.svc:%d/", ws.Name, ws.Namespace, orDefault(ws.Spec.Port, workspace.DefaultPort))
 }

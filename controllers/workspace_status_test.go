@@ -14,11 +14,12 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-func workspace(running bool, prev infrav1alpha1.WorkspaceStatus) *infrav1alpha1.Workspace {
+func testWorkspace(running bool, prev infrav1alpha1.WorkspaceStatus) *infrav1alpha1.Workspace {
 	return &infrav1alpha1.Workspace{
 		ObjectMeta: metav1.ObjectMeta{Name: "alice-go", Namespace: "ides"},
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "alice", Running: ptr.To(running), Port: 8080,
@@ -55,19 +56,19 @@ func TestWorkspacePhases(t *testing.T) {
 		requeue bool
 		awaited bool
 	}{
-		{"new: no pod yet", workspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true, false},
-		{"unscheduled", workspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true, false},
-		{"pulling", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+		{"new: no pod yet", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true, false},
+		{"unscheduled", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true, false},
+		{"pulling", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
 			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceStarting, "ContainerCreating", "", true, false},
-		{"ready", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+		{"ready", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
 			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true},
-		{"start timed out", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &long}),
+		{"start timed out", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &long}),
 			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, infrav1alpha1.WorkspaceFailed, "within 2m0s: ide: ImagePullBackOff", "", false, true},
-		{"failed recovers when ready", workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &long}),
+		{"failed recovers when ready", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &long}),
 			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true},
-		{"stopping", workspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}),
+		{"stopping", testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}),
 			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceStopping, "exit", "", false, false},
-		{"stopped", workspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}),
+		{"stopped", testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}),
 			[]corev1.Pod{deleting}, infrav1alpha1.WorkspaceStopped, "storage is kept", "", false, false},
 	}
 	for _, tc := range cases {
@@ -90,7 +91,7 @@ func TestWorkspacePhases(t *testing.T) {
 }
 
 func TestWorkspaceStartTimeoutCountsFromTheStart(t *testing.T) {
-	ws := workspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopped})
+	ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopped})
 	st := workspaceStatus(ws, nil, t0)
 	if st.StartRequestedAt == nil || !st.StartRequestedAt.Time.Equal(t0) {
 		t.Fatalf("startRequestedAt = %v, want now when a stopped workspace starts", st.StartRequestedAt)
@@ -106,7 +107,7 @@ func TestWorkspaceStartTimeoutCountsFromTheStart(t *testing.T) {
 }
 
 func TestWorkspaceValuesAndRetain(t *testing.T) {
-	ws := workspace(false, infrav1alpha1.WorkspaceStatus{})
+	ws := testWorkspace(false, infrav1alpha1.WorkspaceStatus{})
 	ws.Spec.Ingress = &infrav1alpha1.WorkspaceIngress{Host: "alice.ide.example.com"}
 	ws.Spec.Storage.ReclaimPolicy = infrav1alpha1.ReclaimRetain
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ws)
@@ -118,7 +119,7 @@ func TestWorkspaceValuesAndRetain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vals["running"] != false || vals["image"] != defaultWorkspaceImage || vals["port"] != int64(8080) {
+	if vals["running"] != false || vals["image"] != workspace.DefaultImage || vals["port"] != int64(8080) {
 		t.Errorf("values = %v", vals)
 	}
 	if size, _, _ := unstructured.NestedString(vals, "storage", "size"); size != "10Gi" {
@@ -145,9 +146,9 @@ func TestWorkspaceValuesAndRetain(t *testing.T) {
 func TestWorkspaceIDEImageMirror(t *testing.T) {
 	const mirror = "mirror.example/code-server@sha256:0123"
 	for _, tc := range []struct{ spec, mirror, want string }{
-		{"", "", defaultWorkspaceImage},
+		{"", "", workspace.DefaultImage},
 		{"", mirror, mirror},
-		{defaultWorkspaceImage, mirror, mirror},
+		{workspace.DefaultImage, mirror, mirror},
 		{"example/my-ide:1", mirror, "example/my-ide:1"},
 	} {
 		l := WorkspaceLifecycle{WorkspaceConfig: WorkspaceConfig{IDEImage: tc.mirror}}
@@ -158,7 +159,7 @@ func TestWorkspaceIDEImageMirror(t *testing.T) {
 }
 
 func TestWorkspaceAdoptsOnlyItsOwnersVolume(t *testing.T) {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(workspace(true, infrav1alpha1.WorkspaceStatus{}))
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(testWorkspace(true, infrav1alpha1.WorkspaceStatus{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +169,8 @@ func TestWorkspaceAdoptsOnlyItsOwnersVolume(t *testing.T) {
 		labels map[string]string
 		ok     bool
 	}{
-		{"same owner", map[string]string{labelOwner: "alice"}, true},
-		{"another user's", map[string]string{labelOwner: "bob"}, false},
+		{"same owner", map[string]string{workspace.OwnerLabel: "alice"}, true},
+		{"another user's", map[string]string{workspace.OwnerLabel: "bob"}, false},
 		{"no owner label", nil, false},
 	}
 	for _, tc := range cases {

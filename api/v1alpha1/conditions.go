@@ -1,7 +1,11 @@
 package v1alpha1
 
 // Condition types every managed kind reports in status.conditions. They follow kstatus
-// conventions so that kubectl wait, Argo CD and Flux read them without custom health checks.
+// conventions so that kubectl wait, Argo CD, Flux and kpt read them without custom health
+// checks: Ready, Progressing and Degraded are always present; Reconciling and Stalled, which
+// kstatus reads, have its abnormal-true polarity and are present only while True (as on Flux's
+// own resources). status.observedGeneration is the generation last handled: reconciled, or
+// found Stalled. The README's "Status conditions" table lists every reason and what to do.
 const (
 	// ConditionReady is True when every child is current and the spec was fully applied.
 	ConditionReady = "Ready"
@@ -9,6 +13,17 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when the spec cannot be rendered or applied, or a child failed.
 	ConditionDegraded = "Degraded"
+	// ConditionReconciling is True while the operator works toward the spec: children are
+	// being applied or are not yet current, a failure that may pass (the API server
+	// unavailable, a child that could not be pruned) is being retried, or the resource is being
+	// deleted. kstatus reads InProgress.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when nothing will succeed until something changes: the chart
+	// cannot render the spec (RenderFailed, ValuesInvalid), the API server refuses a child as
+	// invalid (ApplyFailed), another object holds a child's place (OwnershipConflict,
+	// VolumeOwnedByAnotherUser) or a child failed (ChildFailed, or a kind's own reason such as
+	// IngressHostConflict). It clears by itself once the cause is gone. kstatus reads Failed.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons. Each is a CamelCase word that says why a condition has its status.

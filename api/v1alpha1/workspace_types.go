@@ -195,6 +195,11 @@ type WorkspaceSpec struct {
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
 }
 
+// WantsRunning reports whether the spec asks for the IDE to run: running unset or true.
+func (s *WorkspaceSpec) WantsRunning() bool {
+	return s.Running == nil || *s.Running
+}
+
 // WorkspaceStatus is what the operator observed of the workspace.
 type WorkspaceStatus struct {
 	// ObservedGeneration is the generation last reconciled successfully.

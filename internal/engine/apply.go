@@ -185,7 +185,7 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 		r.eventList(s.obj, infrav1alpha1.EventChildAdopted, "Adopted", adopted)
 	}()
 	for _, wave := range waves(steps) {
-		results := make([]written, len(wave))
+		results := make([]stepResult, len(wave))
 		var wg sync.WaitGroup
 		for i, st := range wave {
 			wg.Go(func() { results[i] = r.writeStep(ctx, s.obj, st) })
@@ -249,32 +249,32 @@ const (
 	changeAdopted
 )
 
-// written is the outcome of one step: the live child (nil when its write was refused), what
+// stepResult is the outcome of one step: the live child (nil when its write was refused), what
 // was done to it, and the refusal.
-type written struct {
+type stepResult struct {
 	live   *unstructured.Unstructured
 	change change
 	err    error
 }
 
 // writeStep brings one child to what the chart renders, if it is not already.
-func (r *reconciler) writeStep(ctx context.Context, owner *unstructured.Unstructured, st step) written {
+func (r *reconciler) writeStep(ctx context.Context, owner *unstructured.Unstructured, st step) stepResult {
 	switch {
 	case st.current != nil && !st.adopt && r.unchanged(st):
-		return written{live: st.current}
+		return stepResult{live: st.current}
 	case replaced(st):
-		return written{live: st.current, err: r.replace(ctx, owner, st.current)}
+		return stepResult{live: st.current, err: r.replace(ctx, owner, st.current)}
 	}
 	applied, err := r.apply(ctx, st)
 	switch {
 	case err != nil:
-		return written{err: err}
+		return stepResult{err: err}
 	case st.current == nil:
-		return written{live: applied, change: changeCreated}
+		return stepResult{live: applied, change: changeCreated}
 	case st.adopt:
-		return written{live: applied, change: changeAdopted}
+		return stepResult{live: applied, change: changeAdopted}
 	}
-	return written{live: applied, change: changeUpdated}
+	return stepResult{live: applied, change: changeUpdated}
 }
 
 // unchanged reports whether a step's live child still holds what was rendered. A child the

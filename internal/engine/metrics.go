@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,8 @@ import (
 )
 
 // engineMetrics are the engine's Prometheus metrics, served on the manager's metrics endpoint.
+// Their labels are bounded: by kind, never by resource, so that the series do not grow with
+// the resources served (a series per resource cost about 900 bytes each).
 type engineMetrics struct {
 	renderSeconds *prometheus.HistogramVec
 	applySeconds  *prometheus.HistogramVec
@@ -17,8 +20,17 @@ type engineMetrics struct {
 	resources     *prometheus.GaugeVec
 
 	mu sync.Mutex
-	// conditions holds each CR's condition statuses, from which resources is counted.
-	conditions map[string]map[types.NamespacedName]map[string]metav1.ConditionStatus
+	// seen is what each CR last reported, from which the gauges are counted.
+	seen map[string]map[types.NamespacedName]seenResource
+	// encodings holds one copy of each condition encoding: most CRs report the same statuses.
+	encodings map[string]string
+}
+
+// seenResource is what one CR last reported: its children, and its conditions' statuses
+// encoded as "Type=Status" pairs joined by commas.
+type seenResource struct {
+	children   int
+	conditions string
 }
 
 var (
@@ -46,44 +58,72 @@ func newEngineMetrics() *engineMetrics {
 			Name: "cloudspace_apply_duration_seconds", Help: "Time of one server-side apply of a child.", Buckets: buckets,
 		}, []string{"kind"}),
 		children: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cloudspace_children", Help: "Children applied for each custom resource.",
-		}, []string{"kind", "namespace", "name"}),
+			Name: "cloudspace_children", Help: "Children applied for the custom resources of a kind.",
+		}, []string{"kind"}),
 		resources: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cloudspace_resources", Help: "Custom resources by condition type and status.",
 		}, []string{"kind", "condition", "status"}),
-		conditions: map[string]map[types.NamespacedName]map[string]metav1.ConditionStatus{},
+		seen: map[string]map[types.NamespacedName]seenResource{}, encodings: map[string]string{},
 	}
 }
 
 // observeConditions records a CR's conditions and moves its counts in the resources gauge.
 func (m *engineMetrics) observeConditions(kind string, key types.NamespacedName, conds []metav1.Condition) {
-	statuses := make(map[string]metav1.ConditionStatus, len(conds))
+	pairs := make([]string, 0, len(conds))
 	for _, c := range conds {
-		statuses[c.Type] = c.Status
+		pairs = append(pairs, c.Type+"="+string(c.Status))
 	}
+	enc := strings.Join(pairs, ",")
+	m.update(kind, key, func(r *seenResource) {
+		if shared, ok := m.encodings[enc]; ok {
+			enc = shared
+		} else {
+			m.encodings[enc] = enc
+		}
+		r.conditions = enc
+	})
+}
+
+// observeChildren records how many children a CR has, in the children gauge.
+func (m *engineMetrics) observeChildren(kind string, key types.NamespacedName, n int) {
+	m.update(kind, key, func(r *seenResource) { r.children = n })
+}
+
+// update changes what key last reported, moving the gauges from the old record to the new.
+func (m *engineMetrics) update(kind string, key types.NamespacedName, change func(*seenResource)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	byKey := m.conditions[kind]
+	byKey := m.seen[kind]
 	if byKey == nil {
-		byKey = map[types.NamespacedName]map[string]metav1.ConditionStatus{}
-		m.conditions[kind] = byKey
+		byKey = map[types.NamespacedName]seenResource{}
+		m.seen[kind] = byKey
 	}
-	m.count(kind, byKey[key], -1)
-	m.count(kind, statuses, +1)
-	byKey[key] = statuses
+	r := byKey[key]
+	m.count(kind, r, -1)
+	change(&r)
+	m.count(kind, r, +1)
+	byKey[key] = r
 }
 
 // forget drops a deleted CR from the gauges.
 func (m *engineMetrics) forget(kind string, key types.NamespacedName) {
-	m.children.DeleteLabelValues(kind, key.Namespace, key.Name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.count(kind, m.conditions[kind][key], -1)
-	delete(m.conditions[kind], key)
+	r, ok := m.seen[kind][key]
+	if !ok {
+		return
+	}
+	m.count(kind, r, -1)
+	delete(m.seen[kind], key)
 }
 
-func (m *engineMetrics) count(kind string, statuses map[string]metav1.ConditionStatus, delta float64) {
-	for t, s := range statuses {
-		m.resources.WithLabelValues(kind, t, string(s)).Add(delta)
+func (m *engineMetrics) count(kind string, r seenResource, delta float64) {
+	if r.children != 0 {
+		m.children.WithLabelValues(kind).Add(delta * float64(r.children))
+	}
+	for pair := range strings.SplitSeq(r.conditions, ",") {
+		if t, s, ok := strings.Cut(pair, "="); ok {
+			m.resources.WithLabelValues(kind, t, s).Add(delta)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -29,5 +30,27 @@ func TestResourcesByCondition(t *testing.T) {
 	m.forget("GenericDaemon", b)
 	if count("True") != 1 || count("False") != 0 {
 		t.Errorf("after forgetting b: True=%v False=%v, want 1 and 0", count("True"), count("False"))
+	}
+}
+
+// TestChildrenByKind: the children gauge counts a kind's children in one series, whatever the
+// number of resources, and a forgotten resource's children leave it.
+func TestChildrenByKind(t *testing.T) {
+	m := newEngineMetrics()
+	for i := range 100 {
+		m.observeChildren("Demo", types.NamespacedName{Namespace: "n", Name: fmt.Sprint(i)}, 2)
+	}
+	a := types.NamespacedName{Namespace: "n", Name: "0"}
+	m.observeChildren("Demo", a, 3)
+	if n := testutil.CollectAndCount(m.children); n != 1 {
+		t.Errorf("the children gauge has %d series for 100 Demos, want 1", n)
+	}
+	if got := testutil.ToFloat64(m.children.WithLabelValues("Demo")); got != 201 {
+		t.Errorf("Demo children = %v, want 201", got)
+	}
+	m.forget("Demo", a)
+	m.forget("Demo", a)
+	if got := testutil.ToFloat64(m.children.WithLabelValues("Demo")); got != 198 {
+		t.Errorf("after forgetting one Demo: children = %v, want 198", got)
 	}
 }

@@ -8,7 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Defaults of the options below.
+// The engine's timings. They are fixed: nothing has needed another value, and each is
+// documented where it acts.
 const (
 	// DefaultFieldManager is the server-side apply field manager of every child.
 	DefaultFieldManager = "cloudspace-operator"
@@ -77,72 +78,11 @@ func WithFieldManager(name string) Option {
 	}
 }
 
-// WithCapabilitiesTTL sets how long discovered capabilities are reused (default 5m).
-func WithCapabilitiesTTL(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("capabilities TTL %s must be positive", d)
-		}
-		c.capabilitiesTTL = d
-		return nil
-	}
-}
-
 // WithNamespaces limits the child cache to these namespaces (default: all), matching the
 // manager's WATCH_NAMESPACE.
 func WithNamespaces(ns []string) Option {
 	return func(c *config) error {
 		c.namespaces = ns
-		return nil
-	}
-}
-
-// WithPollInterval sets how often a resource whose children are not ready yet is looked at again
-// without an event (default DefaultPollInterval); ready resources are never polled.
-func WithPollInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("poll interval %s must be positive", d)
-		}
-		c.pollInterval = d
-		return nil
-	}
-}
-
-// WithStatusInterval sets how often a status whose only changes are progress (counts and
-// condition messages) may be written (default DefaultStatusInterval); other changes are written at once.
-func WithStatusInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("status interval %s must not be negative", d)
-		}
-		c.statusInterval = d
-		return nil
-	}
-}
-
-// WithFirstStatusDelay sets how long the first status of a resource's generation may be put off
-// while its children are on their way to ready (default DefaultFirstStatusDelay; 0 writes it at
-// once): children ready within it cost one status write (Ready) instead of two (Applying,
-// then Ready). A failure is written at once.
-func WithFirstStatusDelay(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("first status delay %s must not be negative", d)
-		}
-		c.firstStatusDelay = d
-		return nil
-	}
-}
-
-// WithMaxRetryDelay caps the exponential back-off of a resource whose reconcile keeps failing
-// (default DefaultMaxRetryDelay): after an outage, what failed meanwhile is retried within it.
-func WithMaxRetryDelay(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("max retry delay %s must be positive", d)
-		}
-		c.maxRetryDelay = d
 		return nil
 	}
 }

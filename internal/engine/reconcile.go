@@ -191,7 +191,7 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		if !isRenderError(err) {
 			return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonRenderFailed, err) // e.g. discovery: retried
 		}
-		return ctrl.Result{}, reconcile.TerminalError(r.fail(s, reasonFor(err), err))
+		return ctrl.Result{}, reconcile.TerminalError(r.stall(s, reasonFor(err), err))
 	}
 	if err := r.ensureWatches(desired); err != nil {
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
@@ -209,7 +209,7 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	s.status.Inventory = inventoryOf(desired)
 	s.status.ObservedGeneration = s.obj.GetGeneration()
 	s.outcome.children = live
-	r.metrics.children.WithLabelValues(r.gvk.Kind, s.obj.GetNamespace(), s.obj.GetName()).Set(float64(len(live)))
+	r.metrics.observeChildren(r.gvk.Kind, client.ObjectKeyFromObject(s.obj), len(live))
 	after, err := r.projectStatus(ctx, s, live)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -226,14 +226,15 @@ func (r *reconciler) applyFailed(s *scope, desired []*unstructured.Unstructured,
 		s.stale = true
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	case errors.As(err, &conflict):
-		return ctrl.Result{}, r.fail(s, conflict.Reason, err)
+		// Retried: the conflict clears once the other object is gone.
+		return ctrl.Result{}, r.stall(s, conflict.Reason, err)
 	}
 	// Some children may have been created: record them, so that a delete finds them.
 	s.status.Inventory = mergeInventory(s.status.Inventory, inventoryOf(desired))
 	if errors.As(err, &invalid) {
 		// Retrying a child refused as invalid only repeats the refusal: like a render
 		// failure, it waits for the spec to change.
-		return ctrl.Result{}, reconcile.TerminalError(r.fail(s, infrav1alpha1.ReasonApplyFailed, err))
+		return ctrl.Result{}, reconcile.TerminalError(r.stall(s, infrav1alpha1.ReasonApplyFailed, err))
 	}
 	return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 }
@@ -257,6 +258,12 @@ func (r *reconciler) fail(s *scope, reason string, err error) error {
 		r.event(s.obj, true, eventReason, "%v", err)
 	}
 	return err
+}
+
+// stall is fail for a failure that lasts until something changes (ConditionStalled).
+func (r *reconciler) stall(s *scope, reason string, err error) error {
+	s.outcome.stalled = true
+	return r.fail(s, reason, err)
 }
 
 // requeue decides when to look again without an event: on a reconcilePeriod, when the
@@ -295,7 +302,7 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 	if s.stale {
 		return nil
 	}
-	setConditions(&s.status.Conditions, s.outcome)
+	setStatus(&s.status, s.outcome)
 	r.metrics.observeConditions(r.gvk.Kind, client.ObjectKeyFromObject(s.obj), s.status.Conditions)
 	if err := writeStatus(s.obj, s.status, s.fields); err != nil {
 		return fmt.Errorf("building status: %w", err)

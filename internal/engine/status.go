@@ -131,6 +131,9 @@ type outcome struct {
 	// err and reason describe a failure; nil when the reconcile succeeded.
 	err    error
 	reason string
+	// stalled: the failure lasts until something changes (ConditionStalled); a failure that
+	// is not stalled is retried.
+	stalled bool
 	// children are the live children after apply.
 	children []*unstructured.Unstructured
 	// workloadFailure is the kind's own finding of a failure (StatusResult.Failure), and
@@ -161,15 +164,30 @@ func reasonFor(err error) string {
 	return infrav1alpha1.ReasonRenderFailed
 }
 
-// setConditions sets Ready, Progressing and Degraded on conds from the outcome.
-func setConditions(conds *[]metav1.Condition, o outcome) {
-	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: o.generation})
+// setStatus sets the conditions on st from the outcome, and the observed generation when the
+// outcome is stalled: that generation was handled, and failed; kstatus reads it together with
+// ConditionStalled as Failed. A retried failure leaves the generation unobserved.
+func setStatus(st *engineStatus, o outcome) {
+	v := summarize(o)
+	set := func(t string, c cond) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: c.status, Reason: c.reason, Message: c.message, ObservedGeneration: o.generation})
 	}
-	ready, progressing, degraded := summarize(o)
-	set(infrav1alpha1.ConditionReady, ready.status, ready.reason, ready.message)
-	set(infrav1alpha1.ConditionProgressing, progressing.status, progressing.reason, progressing.message)
-	set(infrav1alpha1.ConditionDegraded, degraded.status, degraded.reason, degraded.message)
+	set(infrav1alpha1.ConditionReady, v.ready)
+	set(infrav1alpha1.ConditionProgressing, v.progressing)
+	set(infrav1alpha1.ConditionDegraded, v.degraded)
+	for _, abnormal := range []struct {
+		t string
+		c *cond
+	}{{infrav1alpha1.ConditionReconciling, v.reconciling}, {infrav1alpha1.ConditionStalled, v.stalled}} {
+		if abnormal.c == nil {
+			meta.RemoveStatusCondition(&st.Conditions, abnormal.t)
+		} else {
+			set(abnormal.t, *abnormal.c)
+		}
+	}
+	if v.stalled != nil {
+		st.ObservedGeneration = o.generation
+	}
 }
 
 type cond struct {
@@ -178,37 +196,60 @@ type cond struct {
 	message string
 }
 
-func summarize(o outcome) (ready, progressing, degraded cond) {
+// verdict is the conditions an outcome sets; reconciling and stalled are nil when absent.
+type verdict struct {
+	ready, progressing, degraded cond
+	reconciling, stalled         *cond
+}
+
+func summarize(o outcome) verdict {
 	t, f := metav1.ConditionTrue, metav1.ConditionFalse
+	all := func(s metav1.ConditionStatus, reason, msg string) verdict {
+		return verdict{ready: cond{f, reason, msg}, progressing: cond{s, reason, msg}, degraded: cond{f, reason, msg}}
+	}
 	switch {
 	case o.deleting:
-		msg := "deleting the children"
-		return cond{f, infrav1alpha1.ReasonDeleting, msg}, cond{t, infrav1alpha1.ReasonDeleting, msg}, cond{f, infrav1alpha1.ReasonDeleting, msg}
+		v := all(t, infrav1alpha1.ReasonDeleting, "deleting the children")
+		v.reconciling = &v.progressing
+		return v
 	case o.paused:
-		msg := "reconciliation is paused by the " + infrav1alpha1.PauseAnnotation + " annotation"
-		return cond{f, infrav1alpha1.ReasonPaused, msg}, cond{f, infrav1alpha1.ReasonPaused, msg}, cond{f, infrav1alpha1.ReasonPaused, msg}
+		return all(f, infrav1alpha1.ReasonPaused, "reconciliation is paused by the "+infrav1alpha1.PauseAnnotation+" annotation")
 	case o.err != nil:
-		msg := o.err.Error()
-		return cond{f, o.reason, msg}, cond{f, o.reason, msg}, cond{t, o.reason, msg}
+		return failed(o.reason, o.err.Error(), o.stalled)
 	}
-	failed, waiting := childProblems(o.children)
+	failures, waiting := childProblems(o.children)
 	reason := infrav1alpha1.ReasonChildFailed
 	if o.workloadFailure != "" {
-		if len(failed) == 0 && o.workloadReason != "" {
+		if len(failures) == 0 && o.workloadReason != "" {
 			reason = o.workloadReason
 		}
-		failed = append(failed, o.workloadFailure)
+		failures = append(failures, o.workloadFailure)
 	}
 	switch {
-	case len(failed) > 0:
-		msg := strings.Join(failed, "; ")
-		return cond{f, reason, msg}, cond{f, reason, msg}, cond{t, reason, msg}
+	case len(failures) > 0:
+		return failed(reason, strings.Join(failures, "; "), true)
 	case len(waiting) > 0:
-		msg := "waiting for " + strings.Join(waiting, "; ")
-		return cond{f, infrav1alpha1.ReasonApplying, msg}, cond{t, infrav1alpha1.ReasonApplying, msg}, cond{f, infrav1alpha1.ReasonApplying, msg}
+		v := all(t, infrav1alpha1.ReasonApplying, "waiting for "+strings.Join(waiting, "; "))
+		v.reconciling = &v.progressing
+		return v
 	}
-	msg := fmt.Sprintf("%d children are ready", len(o.children))
-	return cond{t, infrav1alpha1.ReasonReconciled, msg}, cond{f, infrav1alpha1.ReasonReconciled, msg}, cond{f, infrav1alpha1.ReasonReconciled, msg}
+	v := all(f, infrav1alpha1.ReasonReconciled, fmt.Sprintf("%d children are ready", len(o.children)))
+	v.ready.status = t
+	return v
+}
+
+// failed is the verdict on a failure: Stalled when it lasts until something changes,
+// Reconciling while it is retried.
+func failed(reason, msg string, stalled bool) verdict {
+	t, f := metav1.ConditionTrue, metav1.ConditionFalse
+	v := verdict{ready: cond{f, reason, msg}, progressing: cond{f, reason, msg}, degraded: cond{t, reason, msg}}
+	c := cond{t, reason, msg}
+	if stalled {
+		v.stalled = &c
+	} else {
+		v.reconciling = &c
+	}
+	return v
 }
 
 // childProblems lists children kstatus finds Failed, and those not yet Current.
@@ -277,4 +318,17 @@ func isEmptyJSON(v any) bool {
 		return len(t) == 0
 	}
 	return false
+}
+
+// Rendered reports whether the engine rendered generation of a resource whose status has
+// observedGeneration and conditions: it observed that generation, and not as a spec that
+// failed to render (a Stalled RenderFailed or ValuesInvalid observes its generation too, for
+// GitOps tools to read it as failed).
+func Rendered(generation, observedGeneration int64, conditions []metav1.Condition) bool {
+	if generation == 0 || observedGeneration != generation {
+		return false
+	}
+	c := meta.FindStatusCondition(conditions, infrav1alpha1.ConditionStalled)
+	return c == nil || c.Status != metav1.ConditionTrue ||
+		(c.Reason != infrav1alpha1.ReasonRenderFailed && c.Reason != infrav1alpha1.ReasonValuesInvalid)
 }

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
@@ -23,55 +24,110 @@ func child(kind string, status map[string]any, generation int64) *unstructured.U
 	return u
 }
 
-func TestSetConditions(t *testing.T) {
+// TestSetStatus: every outcome's conditions, and what kstatus (as Flux, Argo CD and kpt run
+// it) makes of the resource that carries them. A failure that lasts until something changes is
+// Stalled with its generation observed, so kstatus says Failed at once; a failure that is
+// retried, and children on their way, are Reconciling (InProgress).
+func TestSetStatus(t *testing.T) {
 	readyDS := child("DaemonSet", map[string]any{"observedGeneration": int64(1), "desiredNumberScheduled": int64(2),
 		"numberReady": int64(2), "updatedNumberScheduled": int64(2), "numberAvailable": int64(2), "currentNumberScheduled": int64(2)}, 1)
 	rollingDS := child("DaemonSet", map[string]any{"observedGeneration": int64(1), "desiredNumberScheduled": int64(2),
 		"numberReady": int64(1), "updatedNumberScheduled": int64(1), "numberAvailable": int64(1)}, 1)
+	boom := errors.New("boom")
+	children := func(c ...*unstructured.Unstructured) []*unstructured.Unstructured { return c }
+	const gen = 3
 	cases := []struct {
 		name                       string
 		o                          outcome
 		ready, progressing, degrad metav1.ConditionStatus
 		reason                     string
+		reconciling, stalled       bool
+		kstatus                    kstatus.Status
 	}{
-		{"all current", outcome{children: []*unstructured.Unstructured{readyDS}}, "True", "False", "False", infrav1alpha1.ReasonReconciled},
-		{"rolling out", outcome{children: []*unstructured.Unstructured{readyDS, rollingDS}}, "False", "True", "False", infrav1alpha1.ReasonApplying},
-		{"render failed", outcome{err: &render.TemplateError{Err: errors.New("boom")}, reason: infrav1alpha1.ReasonRenderFailed}, "False", "False", "True", infrav1alpha1.ReasonRenderFailed},
-		{"workload failing", outcome{children: []*unstructured.Unstructured{rollingDS}, workloadFailure: "container c: CrashLoopBackOff"}, "False", "False", "True", infrav1alpha1.ReasonChildFailed},
-		{"workload failing for the kind's reason", outcome{children: []*unstructured.Unstructured{readyDS}, workloadFailure: "host taken", workloadReason: infrav1alpha1.ReasonIngressHostConflict},
-			"False", "False", "True", infrav1alpha1.ReasonIngressHostConflict},
-		{"a failed child outranks the kind's reason", outcome{children: []*unstructured.Unstructured{failedChild()}, workloadFailure: "host taken", workloadReason: infrav1alpha1.ReasonIngressHostConflict},
-			"False", "False", "True", infrav1alpha1.ReasonChildFailed},
-		{"paused", outcome{paused: true}, "False", "False", "False", infrav1alpha1.ReasonPaused},
-		{"deleting", outcome{deleting: true}, "False", "True", "False", infrav1alpha1.ReasonDeleting},
+		{"all current", outcome{children: children(readyDS)}, "True", "False", "False", infrav1alpha1.ReasonReconciled, false, false, kstatus.CurrentStatus},
+		{"rolling out", outcome{children: children(readyDS, rollingDS)}, "False", "True", "False", infrav1alpha1.ReasonApplying, true, false, kstatus.InProgressStatus},
+		{"render failed", outcome{err: &render.TemplateError{Err: boom}, reason: infrav1alpha1.ReasonRenderFailed, stalled: true}, "False", "False", "True", infrav1alpha1.ReasonRenderFailed, false, true, kstatus.FailedStatus},
+		{"values invalid", outcome{err: &render.ValuesError{Err: boom}, reason: infrav1alpha1.ReasonValuesInvalid, stalled: true}, "False", "False", "True", infrav1alpha1.ReasonValuesInvalid, false, true, kstatus.FailedStatus},
+		{"discovery failed, retried", outcome{err: boom, reason: infrav1alpha1.ReasonRenderFailed}, "False", "False", "True", infrav1alpha1.ReasonRenderFailed, true, false, kstatus.InProgressStatus},
+		{"child refused as invalid", outcome{err: &childInvalidError{err: boom}, reason: infrav1alpha1.ReasonApplyFailed, stalled: true}, "False", "False", "True", infrav1alpha1.ReasonApplyFailed, false, true, kstatus.FailedStatus},
+		{"apply failed, retried", outcome{err: boom, reason: infrav1alpha1.ReasonApplyFailed}, "False", "False", "True", infrav1alpha1.ReasonApplyFailed, true, false, kstatus.InProgressStatus},
+		{"prune failed, retried", outcome{err: boom, reason: infrav1alpha1.ReasonPruneFailed}, "False", "False", "True", infrav1alpha1.ReasonPruneFailed, true, false, kstatus.InProgressStatus},
+		{"ownership conflict", outcome{err: boom, reason: infrav1alpha1.ReasonOwnershipConflict, stalled: true}, "False", "False", "True", infrav1alpha1.ReasonOwnershipConflict, false, true, kstatus.FailedStatus},
+		{"volume of another user", outcome{err: boom, reason: infrav1alpha1.ReasonVolumeOwnedByAnotherUser, stalled: true}, "False", "False", "True", infrav1alpha1.ReasonVolumeOwnedByAnotherUser, false, true, kstatus.FailedStatus},
+		{"workload failing", outcome{children: children(rollingDS), workloadFailure: "container c: CrashLoopBackOff"}, "False", "False", "True", infrav1alpha1.ReasonChildFailed, false, true, kstatus.FailedStatus},
+		{"child failed", outcome{children: children(failedChild())}, "False", "False", "True", infrav1alpha1.ReasonChildFailed, false, true, kstatus.FailedStatus},
+		{"workload failing for the kind's reason", outcome{children: children(readyDS), workloadFailure: "host taken", workloadReason: infrav1alpha1.ReasonIngressHostConflict},
+			"False", "False", "True", infrav1alpha1.ReasonIngressHostConflict, false, true, kstatus.FailedStatus},
+		{"host not allowed", outcome{children: children(readyDS), workloadFailure: "host not allowed", workloadReason: infrav1alpha1.ReasonIngressHostNotAllowed},
+			"False", "False", "True", infrav1alpha1.ReasonIngressHostNotAllowed, false, true, kstatus.FailedStatus},
+		{"a failed child outranks the kind's reason", outcome{children: children(failedChild()), workloadFailure: "host taken", workloadReason: infrav1alpha1.ReasonIngressHostConflict},
+			"False", "False", "True", infrav1alpha1.ReasonChildFailed, false, true, kstatus.FailedStatus},
+		{"paused", outcome{paused: true}, "False", "False", "False", infrav1alpha1.ReasonPaused, false, false, kstatus.InProgressStatus},
+		{"deleting", outcome{deleting: true}, "False", "True", "False", infrav1alpha1.ReasonDeleting, true, false, kstatus.TerminatingStatus},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.generation = 3
-			var conds []metav1.Condition
-			setConditions(&conds, tc.o)
+			tc.o.generation = gen
+			// A reconcile that got as far as the children observed the generation; any
+			// other left the last one.
+			st := engineStatus{ObservedGeneration: gen - 1}
+			if tc.o.children != nil {
+				st.ObservedGeneration = gen
+			}
+			setStatus(&st, tc.o)
 			want := map[string]metav1.ConditionStatus{
 				infrav1alpha1.ConditionReady: tc.ready, infrav1alpha1.ConditionProgressing: tc.progressing, infrav1alpha1.ConditionDegraded: tc.degrad,
 			}
-			for _, c := range conds {
-				if c.Status != want[c.Type] || c.Reason != tc.reason || c.ObservedGeneration != 3 {
-					t.Errorf("%s = %s/%s (gen %d), want %s/%s (gen 3)", c.Type, c.Status, c.Reason, c.ObservedGeneration, want[c.Type], tc.reason)
+			if tc.reconciling {
+				want[infrav1alpha1.ConditionReconciling] = metav1.ConditionTrue
+			}
+			if tc.stalled {
+				want[infrav1alpha1.ConditionStalled] = metav1.ConditionTrue
+			}
+			for _, c := range st.Conditions {
+				if c.Status != want[c.Type] || c.Reason != tc.reason || c.ObservedGeneration != gen {
+					t.Errorf("%s = %s/%s (gen %d), want %s/%s (gen %d)", c.Type, c.Status, c.Reason, c.ObservedGeneration, want[c.Type], tc.reason, gen)
 				}
 			}
-			if len(conds) != 3 {
-				t.Errorf("got %d conditions, want 3", len(conds))
+			if len(st.Conditions) != len(want) {
+				t.Errorf("got %d conditions, want %d: %v", len(st.Conditions), len(want), st.Conditions)
+			}
+			if got := kstatusOf(t, st, gen, tc.o.deleting); got != tc.kstatus {
+				t.Errorf("kstatus = %s, want %s", got, tc.kstatus)
 			}
 		})
 	}
 }
 
-func TestSetConditionsKeepsTransitionTimeWhenUnchanged(t *testing.T) {
-	var conds []metav1.Condition
-	setConditions(&conds, outcome{})
-	first := conds[0].LastTransitionTime
-	conds[0].LastTransitionTime = metav1.NewTime(first.Add(-3600e9))
-	setConditions(&conds, outcome{})
-	if !conds[0].LastTransitionTime.Time.Equal(first.Add(-3600e9)) {
+// kstatusOf is kstatus's verdict on a resource of generation gen with status st.
+func kstatusOf(t *testing.T, st engineStatus, gen int64, deleting bool) kstatus.Status {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("demo.cloudspace.dev/v1alpha1")
+	obj.SetKind("Demo")
+	obj.SetName("d")
+	obj.SetGeneration(gen)
+	if deleting {
+		now := metav1.Now()
+		obj.SetDeletionTimestamp(&now)
+	}
+	if err := writeStatus(obj, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := kstatus.Compute(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Status
+}
+
+func TestSetStatusKeepsTransitionTimeWhenUnchanged(t *testing.T) {
+	var st engineStatus
+	setStatus(&st, outcome{})
+	first := st.Conditions[0].LastTransitionTime
+	st.Conditions[0].LastTransitionTime = metav1.NewTime(first.Add(-3600e9))
+	setStatus(&st, outcome{})
+	if !st.Conditions[0].LastTransitionTime.Time.Equal(first.Add(-3600e9)) {
 		t.Error("an unchanged condition got a new transition time, which would write status on every reconcile")
 	}
 }

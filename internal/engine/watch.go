@@ -71,7 +71,7 @@ func newChildCache(mgr ctrl.Manager, namespaces []string, held *owners, tracked 
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
-		DefaultTransform:     held.transform,
+		DefaultTransform:     SharedStrings(held.transform),
 	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // decodingReader reads Workspaces as unstructured objects and decodes each one on its own;
@@ -85,7 +85,7 @@ func (c decodingClient) List(ctx context.Context, list client.ObjectList, opts .
 
 // decodeInto decodes u into ws; u, which may be the cache's, is only read.
 func decodeInto(u *unstructured.Unstructured, ws *infrav1alpha1.Workspace) error {
-	decoded, err := controllers.DecodeWorkspace(u)
+	decoded, err := workspace.Decode(u)
 	if err != nil {
 		owner, _, _ := unstructured.NestedString(u.Object, "spec", "owner")
 		return &undecodableError{name: u.GetName(), owner: owner, err: err}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // The create calls of both services turn a request into a Workspace in three steps before they
@@ -100,8 +101,8 @@ func checkWorkspace(t *testing.T, sp spec, namespace string, ws *infrav1alpha1.W
 	if want := cmp.Or(namespace, fuzzNamespaces[0]); ws.Namespace != want {
 		t.Fatalf("namespace %q for %q, want %q", ws.Namespace, namespace, want)
 	}
-	if ws.Spec.Owner != "alice" || ws.Labels[OwnerLabel] != "alice" {
-		t.Fatalf("workspace of %q (label %q), want alice's", ws.Spec.Owner, ws.Labels[OwnerLabel])
+	if ws.Spec.Owner != "alice" || ws.Labels[workspace.OwnerLabel] != "alice" {
+		t.Fatalf("workspace of %q (label %q), want alice's", ws.Spec.Owner, ws.Labels[workspace.OwnerLabel])
 	}
 	got := toV1(ws)
 	if got.Image != sp.image || got.Port != sp.port || got.GitUrl != sp.git || got.RetainStorage != sp.retain || !got.Running {

@@ -12,6 +12,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // ask is what a call would add to a user's counts.
@@ -141,7 +142,7 @@ func (w *workspaces) keptVolumes(ctx context.Context, user string, all []infrav1
 	}
 	for _, ns := range w.cfg.namespaces {
 		var pvcs corev1.PersistentVolumeClaimList
-		err := w.fresh.List(ctx, &pvcs, client.InNamespace(ns), client.MatchingLabels{engine.LabelName: "workspace", OwnerLabel: user})
+		err := w.fresh.List(ctx, &pvcs, client.InNamespace(ns), workspace.Volumes(user))
 		if err != nil {
 			return nil, toStatus(err, "counting retained volumes")
 		}
@@ -203,7 +204,7 @@ func (u *userLock) forget() {
 // started before may still run. Only a workspace the operator never applied anything for (no
 // inventory) is known to run nothing.
 func stopped(ws *infrav1alpha1.Workspace) bool {
-	asked := ws.Spec.Running != nil && !*ws.Spec.Running
+	asked := !ws.Spec.WantsRunning()
 	neverApplied := ws.Status.Phase == "" && ws.Status.Inventory == nil
 	return asked && (ws.Status.Phase == infrav1alpha1.WorkspaceStopped || neverApplied)
 }

@@ -27,8 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
@@ -47,7 +47,7 @@ type config struct {
 	maxRunning    int
 	maxWatches    int
 	maxRetained   int
-	limits        controllers.WorkspaceLimits
+	limits        workspace.Limits
 	accessKey     []byte
 	stopTimeout   time.Duration
 	conn          connLimits
@@ -197,8 +197,8 @@ func WithMaxRetainedVolumes(n int) Option {
 }
 
 // WithWorkspaceLimits sets the most one workspace may ask for (default
-// controllers.DefaultWorkspaceLimits); the operator's Workspace lifecycle enforces the same.
-func WithWorkspaceLimits(l controllers.WorkspaceLimits) Option {
+// workspace.DefaultLimits); the operator's Workspace lifecycle enforces the same.
+func WithWorkspaceLimits(l workspace.Limits) Option {
 	return func(c *config) error { c.limits = l; return nil }
 }
 

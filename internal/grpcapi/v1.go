@@ -208,7 +208,7 @@ func toV1OrNil(ws *infrav1alpha1.Workspace) *workspacev1.Workspace {
 func toV1(ws *infrav1alpha1.Workspace) *workspacev1.Workspace {
 	out := &workspacev1.Workspace{
 		Name: ws.Name, Namespace: ws.Namespace, Owner: ws.Spec.Owner, Image: ws.Spec.Image, Port: uint32(ws.Spec.Port),
-		Running: ws.Spec.Running == nil || *ws.Spec.Running, Phase: string(ws.Status.Phase), Message: ws.Status.Message,
+		Running: ws.Spec.WantsRunning(), Phase: string(ws.Status.Phase), Message: ws.Status.Message,
 		NodeName: ws.Status.NodeName, PodIp: ws.Status.PodIP, Url: ws.Status.URL,
 		RetainStorage: ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain,
 	}

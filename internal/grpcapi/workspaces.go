@@ -26,10 +26,8 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
-
-// OwnerLabel carries a workspace's owner, so that a user's workspaces are found by label.
-const OwnerLabel = "infra.cloudspace.dev/owner"
 
 // ownerField selects workspaces by spec.owner: a selectable field of the CRD for reads from
 // the API server, and an index of the same name in the cache.
@@ -145,7 +143,7 @@ func createError(err error, name string, f fields) error {
 // object builds the Workspace for a validated spec.
 func (sp spec) object(user string) *infrav1alpha1.Workspace {
 	ws := &infrav1alpha1.Workspace{
-		ObjectMeta: metav1.ObjectMeta{Name: sp.name, Namespace: sp.namespace, Labels: map[string]string{OwnerLabel: user}},
+		ObjectMeta: metav1.ObjectMeta{Name: sp.name, Namespace: sp.namespace, Labels: map[string]string{workspace.OwnerLabel: user}},
 		Spec:       infrav1alpha1.WorkspaceSpec{Owner: user, Image: sp.image, Port: int32(sp.port), Running: ptr.To(true)},
 	}
 	if sp.cpu != "" {
@@ -228,12 +226,12 @@ const createRequestAnnotation = "infra.cloudspace.dev/create-request"
 func (w *workspaces) checkRetainedVolume(ctx context.Context, user string, key types.NamespacedName) error {
 	var pvcs corev1.PersistentVolumeClaimList
 	err := w.fresh.List(ctx, &pvcs, client.InNamespace(key.Namespace),
-		client.MatchingLabels{engine.LabelName: "workspace", engine.LabelInstance: key.Name})
+		workspace.Children(key.Name))
 	if err != nil {
 		return toStatus(err, "checking the name "+key.Name)
 	}
 	for _, pvc := range pvcs.Items {
-		if pvc.Annotations[engine.AnnotationRetainedFor] != "" && pvc.Labels[OwnerLabel] != user {
+		if pvc.Annotations[engine.AnnotationRetainedFor] != "" && pvc.Labels[workspace.OwnerLabel] != user {
 			return status.Errorf(codes.AlreadyExists, "the name %s is taken; choose another", key.Name)
 		}
 	}

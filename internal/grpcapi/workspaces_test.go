@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 func testScheme(t *testing.T) *runtime.Scheme {
@@ -304,7 +304,7 @@ func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
 // will keep its own is at a limit of 2 for a third; creating without Retain is unaffected.
 func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 	released := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "old-home",
-		Labels:      map[string]string{engine.LabelName: "workspace", engine.LabelInstance: "old", OwnerLabel: "hana"},
+		Labels:      map[string]string{engine.LabelName: workspace.ChartName, engine.LabelInstance: "old", workspace.OwnerLabel: "hana"},
 		Annotations: map[string]string{engine.AnnotationRetainedFor: "workspace.infra.cloudspace.dev/old/uid-0"}}}
 	keeping := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "keep"},
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "hana", Storage: infrav1alpha1.WorkspaceStorage{ReclaimPolicy: infrav1alpha1.ReclaimRetain}}}
@@ -376,7 +376,7 @@ func TestCreateChecksLimitsOnTheDefaultedWorkspace(t *testing.T) {
 			}).Build()
 		cfg := defaultConfig()
 		cfg.namespaces = []string{"ides"}
-		cfg.limits = controllers.WorkspaceLimits{Memory: resource.MustParse(tc.limit)}
+		cfg.limits = workspace.Limits{Memory: resource.MustParse(tc.limit)}
 		w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 		_, err := w.create(context.Background(), "nina", spec{name: "small", namespace: "ides", fields: v1Fields}, false)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "workspace.memory:") {
@@ -427,7 +427,7 @@ func TestStartOverALoweredLimitIsRefused(t *testing.T) {
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(big).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	cfg := defaultConfig()
-	cfg.namespaces, cfg.limits = []string{"ides"}, controllers.WorkspaceLimits{Memory: resource.MustParse("2Gi")}
+	cfg.namespaces, cfg.limits = []string{"ides"}, workspace.Limits{Memory: resource.MustParse("2Gi")}
 	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	_, err := w.setRunning(context.Background(), "olga", "ides", "big", true, refFields)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "spec.resources.memory") {

@@ -12,24 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // waitFor polls check until it returns nil, failing the test with its last error.
 func waitFor(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
+	framework.WaitFor(t, timeout, what, check, func() {
 		dumpState(t)
-		t.Fatalf("%s: not within %s: %v (operator log: %s)", what, timeout, last, operator.LogPath)
-	}
+		t.Logf("operator log: %s", operator.LogPath)
+	})
 }
 
 // dumpState logs what the cluster holds, so that a failure can be understood afterwards.

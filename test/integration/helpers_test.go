@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -22,14 +21,7 @@ import (
 // eventually polls check until it returns nil, failing the test with its last error at the deadline.
 func eventually(t *testing.T, timeout time.Duration, check func() error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		last = check()
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("not met within %s: %v", timeout, last)
-	}
+	framework.WaitFor(t, timeout, "the condition", func(context.Context) error { return check() })
 }
 
 // consistently fails t as soon as check fails within d: what must not happen, watched for d.

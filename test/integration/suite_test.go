@@ -30,6 +30,7 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
@@ -144,7 +145,7 @@ func startManagerOf(ws []watches.Watch, withWebhooks bool, opts []engine.Option,
 func suiteKinds() controllers.Config {
 	return controllers.Config{
 		Workspace: controllers.WorkspaceConfig{
-			Limits: controllers.DefaultWorkspaceLimits(), AccessKey: accessKey,
+			Limits: workspace.DefaultLimits(), AccessKey: accessKey,
 			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
 		},
 		VM: vmConfig,
@@ -153,7 +154,7 @@ func suiteKinds() controllers.Config {
 
 // startConfigured is startManagerOf with the kinds configured as an admin's flags would.
 func startConfigured(ws []watches.Watch, withWebhooks bool, kinds controllers.Config, opts []engine.Option, namespaces ...string) (*runningManager, error) {
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	cacheOpts := cache.Options{DefaultTransform: engine.SharedStrings(cache.TransformStripManagedFields())}
 	if len(namespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {

@@ -13,15 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // runWithWorkspaceLimits replaces the suite's operator by one that serves ns with limits, as
 // an admin restarting the operator with new --workspace-max-* flags would; the suite's
 // operator is back after the test.
-func runWithWorkspaceLimits(t *testing.T, ns string, limits controllers.WorkspaceLimits) {
+func runWithWorkspaceLimits(t *testing.T, ns string, limits workspace.Limits) {
 	t.Helper()
 	if err := operator.stop(); err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func runWithWorkspaceLimits(t *testing.T, ns string, limits controllers.Workspac
 }
 
 // startWorkspaceOperator runs the suite's kinds in ns, with the workspace limits given.
-func startWorkspaceOperator(ns string, limits controllers.WorkspaceLimits) (*runningManager, error) {
+func startWorkspaceOperator(ns string, limits workspace.Limits) (*runningManager, error) {
 	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "test", "testdata", "watches.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("loading the watches: %w", err)
@@ -63,7 +63,7 @@ func replicas(dep *appsv1.Deployment, want int32) func() error {
 func TestStopOverALoweredMemoryLimitStops(t *testing.T) {
 	ns := newNamespace(t)
 	t.Cleanup(func() { restartManager(t) })
-	runWithWorkspaceLimits(t, ns, controllers.DefaultWorkspaceLimits())
+	runWithWorkspaceLimits(t, ns, workspace.DefaultLimits())
 	ws := newWorkspace(t, ns, "big", infrav1alpha1.WorkspaceSpec{Owner: "olga",
 		Resources: infrav1alpha1.WorkspaceResources{Memory: ptr.To(resource.MustParse("4Gi"))}})
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}}
@@ -71,7 +71,7 @@ func TestStopOverALoweredMemoryLimitStops(t *testing.T) {
 	pod := ideReady(t, ws)
 	eventually(t, timeout, phase(ws, infrav1alpha1.WorkspaceRunning))
 
-	lowered := controllers.DefaultWorkspaceLimits()
+	lowered := workspace.DefaultLimits()
 	lowered.Memory = resource.MustParse("2Gi")
 	runWithWorkspaceLimits(t, ns, lowered)
 	// The pod moves: the status follows it, so the workspace is still reconciled.

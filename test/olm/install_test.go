@@ -16,7 +16,6 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
@@ -28,14 +27,7 @@ import (
 // waitFor polls check until it returns nil, failing the test with its last error after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, last)
-	}
+	framework.WaitFor(t, timeout, what, check)
 }
 
 // TestSubscriptionInstallsAndUpgrades is what a user does: subscribe to the operator's

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -111,21 +110,8 @@ func ref(t *testing.T, name string) string {
 	return b.Ref
 }
 
-// waitFor polls check until it returns nil, failing the test with its last error after timeout.
+// waitFor is framework.WaitFor, logging how long each wait on the real node took.
 func waitFor(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
-	var last error
-	start := time.Now()
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		err := check(ctx)
-		// A check cut off by the deadline says less than the one before it.
-		if err == nil || last == nil || ctx.Err() == nil {
-			last = err
-		}
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, last)
-	}
-	t.Logf("%s: %s", what, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("%s: %s", what, framework.WaitFor(t, timeout, what, check).Round(100*time.Millisecond))
 }

@@ -1,4 +1,4 @@
-package controllers
+package decode
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ func TestFromUnstructuredNamesTheField(t *testing.T) {
 		if err := utiljson.Unmarshal([]byte(tc.spec), &spec); err != nil {
 			t.Fatal(err)
 		}
-		err := fromUnstructured(map[string]any{"spec": spec}, &infrav1alpha1.GenericDaemon{})
+		err := FromUnstructured(map[string]any{"spec": spec}, &infrav1alpha1.GenericDaemon{})
 		switch {
 		case tc.path == "" && err != nil:
 			t.Errorf("%s: %v, want decoded", tc.spec, err)
@@ -98,7 +98,7 @@ func TestUndecodableFields(t *testing.T) {
 // ("spec.memory: Invalid value: ..."), and nothing is blamed when nothing can be: the caller
 // then returns the decoder's own error.
 func TestFromUnstructuredNamesFieldsAsOtherRefusals(t *testing.T) {
-	if err := fromUnstructured(map[string]any{"spec": map[string]any{"memory": "abc"}}, &infrav1alpha1.VirtualMachine{}); err == nil ||
+	if err := FromUnstructured(map[string]any{"spec": map[string]any{"memory": "abc"}}, &infrav1alpha1.VirtualMachine{}); err == nil ||
 		!strings.HasPrefix(err.Error(), `spec.memory: Invalid value: "abc": quantities must match`) {
 		t.Errorf("got %v, want spec.memory named", err)
 	}

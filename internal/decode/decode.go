@@ -1,4 +1,6 @@
-package controllers
+// Package decode decodes objects into their Go types with errors that name the field at fault,
+// for the lifecycles (FromUnstructured) and the admission webhooks (Webhook).
+package decode
 
 import (
 	"context"
@@ -23,12 +25,12 @@ import (
 // regular expression ...", "cannot convert int64 to string"). A spec refused for one must name
 // the field to fix, as every other refusal does: undecodableFields finds each value that fails
 // on its own and reports it as field.Invalid ("spec.memory: Invalid value: \"abc\": quantities
-// must match ..."). The Go lifecycles (fromUnstructured) and the admission webhooks
-// (checkDecode) report decode failures through it.
+// must match ..."). The Go lifecycles (FromUnstructured) and the admission webhooks
+// (Webhook) report decode failures through it.
 
-// fromUnstructured decodes obj into out (a pointer) with the default converter; a failed decode
+// FromUnstructured decodes obj into out (a pointer) with the default converter; a failed decode
 // is the list of the fields at fault, or the converter's error when no field can be blamed.
-func fromUnstructured(obj map[string]any, out any) error {
+func FromUnstructured(obj map[string]any, out any) error {
 	err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, out)
 	if err == nil {
 		return nil
@@ -124,11 +126,11 @@ func childPath(path *field.Path, name string) *field.Path {
 
 var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// checkDecode makes wh, a webhook over objects of kind whose Go type is proto's, refuse an
+// Webhook makes wh, a webhook over objects of kind whose Go type is proto's, refuse an
 // object that type cannot hold with each field at fault named, before wh's own decoder refuses
 // it without saying where. A mutating webhook is called before the API server checks the CRD's
 // schema, so it is the first to meet such a value ("spec.memory: abc").
-func checkDecode(wh *admission.Webhook, kind schema.GroupKind, proto runtime.Object) *admission.Webhook {
+func Webhook(wh *admission.Webhook, kind schema.GroupKind, proto runtime.Object) *admission.Webhook {
 	wh.Handler = decodeChecked{kind: kind, typ: reflect.TypeOf(proto).Elem(), next: wh.Handler}
 	return wh
 }

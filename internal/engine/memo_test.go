@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -81,4 +83,64 @@ func fromJSON(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstru
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestRenderMemoKeepsRendersSmall: the memo holds one render per resource, so what it keeps
+// of each is bounded: renders of one chart, compressed against the first, take a small part of
+// their JSON. Each is still given back whole.
+func TestRenderMemoKeepsRendersSmall(t *testing.T) {
+	var m renderMemo
+	const n = 200
+	plain, kept := 0, 0
+	for i := range n {
+		owner := &unstructured.Unstructured{}
+		owner.SetAPIVersion("demo.cloudspace.dev/v1alpha1")
+		owner.SetKind("Demo")
+		owner.SetName(fmt.Sprintf("demo-%05d", i))
+		owner.SetUID(types.UID(fmt.Sprintf("8a3c1f0e-2b4d-4e6f-9a1b-%012d", i)))
+		objs := []*unstructured.Unstructured{
+			{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": owner.GetName() + "-config", "namespace": "bench-scale"},
+				"data":     map[string]any{"greeting": "hello", "kubeVersion": "v1.34.1", "upgrade": "false"}}},
+			{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+				"metadata": map[string]any{"name": owner.GetName(), "namespace": "bench-scale"},
+				"spec": map[string]any{"selector": map[string]any{"app": owner.GetName()},
+					"ports": []any{map[string]any{"name": "http", "port": int64(8080)}}}}},
+		}
+		for _, o := range objs {
+			if err := decorate(o, owner, "demo", "0.1.0", false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		data, err := json.Marshal(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := types.NamespacedName{Namespace: "bench-scale", Name: owner.GetName()}
+		m.put(key, "inputs", objs)
+		got, ok := m.get(key, "inputs")
+		if !ok || !equality.Semantic.DeepEqual(got[0].Object, objs[0].Object) || !equality.Semantic.DeepEqual(got[1].Object, objs[1].Object) {
+			t.Fatalf("render %d: get = %v, %v; want what was put", i, got, ok)
+		}
+		plain += len(data)
+		kept += len(m.m[key].objects)
+	}
+	t.Logf("%d renders: %d bytes of JSON, %d kept (%.0f per render)", n, plain, kept, float64(kept)/n)
+	if kept*10 > plain {
+		t.Errorf("the memo keeps %d bytes for %d bytes of renders; want at most a tenth", kept, plain)
+	}
+}
+
+func BenchmarkRenderMemoPutGet(b *testing.B) {
+	var m renderMemo
+	objs := []*unstructured.Unstructured{{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "demo-config", "namespace": "bench-scale"},
+		"data":     map[string]any{"greeting": "hello"}}}}
+	key := types.NamespacedName{Namespace: "bench-scale", Name: "demo"}
+	for b.Loop() {
+		m.put(key, "inputs", objs)
+		if _, ok := m.get(key, "inputs"); !ok {
+			b.Fatal("not found")
+		}
+	}
 }

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
+	"compress/flate"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -16,15 +19,22 @@ import (
 )
 
 // renderMemo remembers each resource's last render, so that an unchanged resource is never
-// rendered twice. Renders are kept encoded: a few hundred bytes of JSON per child instead of
-// kilobytes of maps, since one is kept for every resource (decoding costs far less than
-// rendering), and each get hands out copies nobody else holds.
+// rendered twice. Renders are kept encoded and compressed: one is kept for every resource, and
+// the renders of one chart differ in little but names, so each is compressed against the first
+// (a preset dictionary) to a few hundred bytes instead of kilobytes of maps. Decoding costs far
+// less than rendering, and each get hands out copies nobody else holds.
 type renderMemo struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]rendered
+	// dict is the first render put, the dictionary every render is compressed against; it
+	// never changes once set, so what was compressed with it can always be read.
+	dict    []byte
+	writers sync.Pool // *flate.Writer with dict
+	readers sync.Pool // io.ReadCloser (flate.Resetter)
 }
 
-// rendered is one resource's last render, encoded, and the key of the inputs it came from.
+// rendered is one resource's last render, encoded and compressed, and the key of the inputs it
+// came from.
 type rendered struct {
 	inputs  string
 	objects []byte
@@ -33,11 +43,16 @@ type rendered struct {
 func (m *renderMemo) get(key types.NamespacedName, inputs string) ([]*unstructured.Unstructured, bool) {
 	m.mu.Lock()
 	r, ok := m.m[key]
+	dict := m.dict
 	m.mu.Unlock()
 	if !ok || r.inputs != inputs {
 		return nil, false
 	}
-	objs, err := decodeObjects(r.objects)
+	data, err := m.inflate(r.objects, dict)
+	if err != nil {
+		return nil, false
+	}
+	objs, err := decodeObjects(data)
 	return objs, err == nil
 }
 
@@ -47,11 +62,55 @@ func (m *renderMemo) put(key types.NamespacedName, inputs string, objs []*unstru
 		return // not remembered: the next reconcile renders again
 	}
 	m.mu.Lock()
+	if m.dict == nil {
+		m.dict = data
+	}
+	dict := m.dict
+	m.mu.Unlock()
+	packed, err := m.deflate(data, dict)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
 		m.m = map[types.NamespacedName]rendered{}
 	}
-	m.m[key] = rendered{inputs: inputs, objects: data}
+	m.m[key] = rendered{inputs: inputs, objects: packed}
+}
+
+// deflate compresses data against dict.
+func (m *renderMemo) deflate(data, dict []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w, _ := m.writers.Get().(*flate.Writer)
+	if w == nil {
+		var err error
+		if w, err = flate.NewWriterDict(&buf, flate.BestCompression, dict); err != nil {
+			return nil, err
+		}
+	} else {
+		w.Reset(&buf)
+	}
+	defer m.writers.Put(w)
+	if _, err := w.Write(data); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// inflate reads what deflate compressed against dict.
+func (m *renderMemo) inflate(packed, dict []byte) ([]byte, error) {
+	r, _ := m.readers.Get().(io.ReadCloser)
+	if r == nil {
+		r = flate.NewReaderDict(bytes.NewReader(packed), dict)
+	} else if err := r.(flate.Resetter).Reset(bytes.NewReader(packed), dict); err != nil {
+		return nil, err
+	}
+	defer m.readers.Put(r)
+	return io.ReadAll(r)
 }
 
 // decodeObjects reads what put encoded, numbers as int64 where whole, as the API server's are.
