@@ -16,6 +16,24 @@ import (
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
+// The applier: plan, judge, write, apply and replace (this file), prune, deleteEntries and
+// deleteChild (prune.go). Every write to a child keeps these rules:
+//
+//   - Ownership. A child is written or deleted only if it is the resource's own: its
+//     controller reference carries the resource's UID, or its AnnotationRetainedFor record names
+//     the resource and the kind's Adopter approves. Anything else in a child's place is an
+//     ownershipConflictError and nothing at all is written for the resource (plan checks every
+//     place before write writes any).
+//   - Conditional writes. Each write is conditional on what was checked: a create is an apply
+//     with resourceVersion createOnly, which fails if an object appeared meanwhile; an update
+//     carries the resourceVersion read; a delete carries the UID read. A write refused for that
+//     reason is errStale, and the reconcile starts again from fresh reads, never overwrites.
+//   - No write without a change. A child whose spec hash and rendered fields hold is not
+//     written (unchanged); a resync writes nothing.
+//   - Order. Children are written in waves (waves): what others need at admission first.
+//     A child refused does not hold back the others; refusals are joined, and a refusal as
+//     invalid is a childInvalidError, which no retry fixes.
+
 // ownershipConflictError says that objects the engine did not create for a resource stand
 // where its chart renders children. Nothing is written for that resource until they are gone.
 type ownershipConflictError struct {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -94,25 +93,6 @@ func (r *reconciler) release(ctx context.Context, owner, child *unstructured.Uns
 	}
 	r.event(owner, false, infrav1alpha1.EventChildReleased, "Kept %s after delete", describe(child))
 	return nil
-}
-
-// deleteEntries deletes every entry not kept, and counts those still present.
-func (r *reconciler) deleteEntries(ctx context.Context, owner *unstructured.Unstructured, entries []infrav1alpha1.InventoryEntry, kept map[string]bool) (int, error) {
-	remaining := 0
-	var errs []error
-	for _, e := range entries {
-		if kept[e.ID] {
-			continue
-		}
-		present, err := r.deleteChild(ctx, owner, e)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if present {
-			remaining++
-		}
-	}
-	return remaining, errors.Join(errs...)
 }
 
 func (r *reconciler) removeFinalizer(ctx context.Context, s *scope) error {

@@ -21,16 +21,27 @@ func (r *reconciler) prune(ctx context.Context, s *scope, desired []*unstructure
 	for _, d := range desired {
 		keep[inventoryEntry(d).ID] = true
 	}
+	_, err := r.deleteEntries(ctx, s.obj, s.status.Inventory.Entries, keep)
+	return err
+}
+
+// deleteEntries deletes every entry not kept, and counts those still present.
+func (r *reconciler) deleteEntries(ctx context.Context, owner *unstructured.Unstructured, entries []infrav1alpha1.InventoryEntry, kept map[string]bool) (int, error) {
+	remaining := 0
 	var errs []error
-	for _, e := range s.status.Inventory.Entries {
-		if keep[e.ID] {
+	for _, e := range entries {
+		if kept[e.ID] {
 			continue
 		}
-		if _, err := r.deleteChild(ctx, s.obj, e); err != nil {
+		present, err := r.deleteChild(ctx, owner, e)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		if present {
+			remaining++
+		}
 	}
-	return errors.Join(errs...)
+	return remaining, errors.Join(errs...)
 }
 
 // deleteChild deletes one inventory entry if it still exists and is still the owner's; it
