@@ -403,7 +403,7 @@ func softMemoryLimit(containerLimit string, gomemlimitSet bool) (int64, error) {
 
 // setMemoryLimit applies softMemoryLimit from the environment. Without it the heap may double
 // past the container's limit before a collection, and the kernel kills the operator for
-// garbage (README: "Memory").
+// garbage (docs/engine.md: "Memory").
 func setMemoryLimit(log logr.Logger) error {
 	_, gomemlimitSet := os.LookupEnv("GOMEMLIMIT")
 	limit, err := softMemoryLimit(os.Getenv("MEMORY_LIMIT"), gomemlimitSet)

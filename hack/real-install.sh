@@ -2,7 +2,7 @@
 # Installs the operator on the real cluster as users install it with operator-sdk (make
 # real-install), upgrades it, or removes it (make real-uninstall). The images come from the
 # cluster's registry (make images pushed them); the same commands work on any cluster whose
-# registry holds them (see the README, "Installing on a real cluster").
+# registry holds them (see the README, "Installing with OLM", and docs/operations.md, "Installing with OLM: the details").
 #
 # Usage: hack/real-install.sh install|upgrade|uninstall
 #   NAMESPACE  where the operator runs (default cloudspace-operator-system)

@@ -5,7 +5,7 @@ package v1alpha1
 // checks: Ready, Progressing and Degraded are always present; Reconciling and Stalled, which
 // kstatus reads, have its abnormal-true polarity and are present only while True (as on Flux's
 // own resources). status.observedGeneration is the generation last handled: reconciled, or
-// found Stalled. The README's "Status conditions" table lists every reason and what to do.
+// found Stalled. The "Status conditions" table in docs/engine.md lists every reason and what to do.
 const (
 	// ConditionReady is True when every child is current and the spec was fully applied.
 	ConditionReady = "Ready"

@@ -150,11 +150,13 @@ type lastWrite struct {
 	version   string // the resourceVersion the status write returned
 	at        time.Time
 	finalizer bool // the finalizer was added
-	// The first status of generation was first put off at since (firstStatusWait), with the
-	// inventory it records: the children exist, so teardown and prune must know them.
+	// The first status of generation was first put off at since (firstStatusWait).
 	generation int64
 	since      time.Time
-	inventory  *infrav1alpha1.Inventory
+	// inventory is the children written that no written status records yet: of a status put
+	// off, or of a reconcile that met a stale child. They exist, so teardown and prune must
+	// know them.
+	inventory *infrav1alpha1.Inventory
 }
 
 // get returns what was last written to obj (nothing if obj is a new incarnation).
@@ -194,6 +196,11 @@ func (m *writeMemo) putOff(obj *unstructured.Unstructured, inventory *infrav1alp
 		w.inventory, since = inventory, w.since
 	})
 	return since
+}
+
+// remember records that obj's children in inventory may exist, though no status says so yet.
+func (m *writeMemo) remember(obj *unstructured.Unstructured, inventory *infrav1alpha1.Inventory) {
+	m.record(obj, func(w *lastWrite) { w.inventory = mergeInventory(w.inventory, inventory) })
 }
 
 func (m *writeMemo) forget(key types.NamespacedName) {

@@ -223,7 +223,10 @@ func (r *reconciler) applyFailed(s *scope, desired []*unstructured.Unstructured,
 	var invalid *childInvalidError
 	switch {
 	case errors.Is(err, errStale):
+		// No status is written from stale reads, but the children written before the stale
+		// one exist: remembered, a prune or a delete before the next status write finds them.
 		s.stale = true
+		r.written.remember(s.obj, inventoryOf(desired))
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	case errors.As(err, &conflict):
 		// Retried: the conflict clears once the other object is gone.

@@ -29,8 +29,12 @@ type engineStatus struct {
 	Inventory          *infrav1alpha1.Inventory `json:"inventory,omitempty"`
 }
 
+// readStatus reads the engine's part of obj's status; a null status is none.
 func readStatus(obj *unstructured.Unstructured) (engineStatus, error) {
 	var st engineStatus
+	if v, found := obj.Object["status"]; found && v == nil {
+		return st, nil
+	}
 	m, _, err := unstructured.NestedMap(obj.Object, "status")
 	if err != nil || m == nil {
 		return st, err

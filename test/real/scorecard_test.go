@@ -30,7 +30,7 @@ const scorecardNS = "real-scorecard"
 
 // checkScorecard runs operator-sdk scorecard on the bundle image, as users run it: each test in
 // a pod from its image (the stock tests' and the operator's own, named by digest in the pushed
-// bundle), with a service account given the rights the README lists.
+// bundle), with a service account given the rights docs/operations.md ("Scorecard") lists.
 func checkScorecard(t *testing.T) {
 	ensureNamespace(t, scorecardNS)
 	scorecardAccount(t)
@@ -72,7 +72,7 @@ func checkScorecard(t *testing.T) {
 	}
 }
 
-// scorecardAccount is scorecard's service account, with the README's rights: the kinds'
+// scorecardAccount is scorecard's service account, with the rights docs/operations.md ("Scorecard") lists: the kinds'
 // editor roles, reading every kind of child the charts render (the orphan test lists them)
 // and deleting the PersistentVolumeClaims a reclaim policy keeps, in its namespace.
 func scorecardAccount(t *testing.T) {

@@ -98,7 +98,7 @@ func dialAPI(t *testing.T, api apiAccess, addr string) *grpc.ClientConn {
 
 var openedURL = regexp.MustCompile(`^URL:\s+(http://127\.0\.0\.1:\d+/)`)
 
-// wsOpen runs `kubectl cloudspace ws open` as the README tells users to, and returns the local
+// wsOpen runs `kubectl cloudspace ws open` as docs/api.md ("kubectl cloudspace") tells users to, and returns the local
 // URL it forwards to the IDE.
 func wsOpen(t *testing.T, api apiAccess, apiAddr, name string) string {
 	t.Helper()
