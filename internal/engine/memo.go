@@ -150,7 +150,7 @@ type lastWrite struct {
 	version   string // the resourceVersion the status write returned
 	at        time.Time
 	finalizer bool // the finalizer was added
-	// The first status of generation was first put off at since (firstStatusWait).
+	// The first status of generation was first put off at since (statusWriter.firstWait).
 	generation int64
 	since      time.Time
 	// inventory is the children written that no written status records yet: of a status put

@@ -62,7 +62,7 @@ type reconciler struct {
 	watched    map[schema.GroupVersionKind]bool
 
 	renders  renderMemo
-	written  writeMemo
+	status   *statusWriter
 	recovery *recovery
 	owners   *owners // what the live resources every reconciler serves hold
 }
@@ -100,13 +100,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if err := r.written.overlay(obj); err != nil {
+	if err := r.status.memo.overlay(obj); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.ensureFinalizer(ctx, obj); err != nil {
 		return ctrl.Result{}, r.refusedResource(obj, err)
 	}
-	s, err := newScope(obj, r.written.get(obj).inventory)
+	s, err := newScope(obj, r.status.memo.get(obj).inventory)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -158,7 +158,7 @@ func (r *reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unst
 		return nil
 	}
 	target := obj.DeepCopy()
-	if r.written.get(obj).finalizer {
+	if r.status.memo.get(obj).finalizer {
 		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), target); err != nil {
 			return fmt.Errorf("reading %s %s: %w", r.gvk.Kind, obj.GetName(), err)
 		}
@@ -178,7 +178,7 @@ func (r *reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unst
 	}
 	obj.SetFinalizers(target.GetFinalizers())
 	obj.SetAnnotations(target.GetAnnotations())
-	r.written.record(obj, func(w *lastWrite) { w.finalizer = true })
+	r.status.memo.record(obj, func(w *lastWrite) { w.finalizer = true })
 	return nil
 }
 
@@ -226,7 +226,7 @@ func (r *reconciler) applyFailed(s *scope, desired []*unstructured.Unstructured,
 		// No status is written from stale reads, but the children written before the stale
 		// one exist: remembered, a prune or a delete before the next status write finds them.
 		s.stale = true
-		r.written.remember(s.obj, inventoryOf(desired))
+		r.status.memo.remember(s.obj, inventoryOf(desired))
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	case errors.As(err, &conflict):
 		// Retried: the conflict clears once the other object is gone.
@@ -300,54 +300,17 @@ func (r *reconciler) finish(ctx context.Context, base *unstructured.Unstructured
 	return err
 }
 
-// patchStatus writes the scope's status in one patch, and only when it changed.
+// patchStatus computes the scope's status and hands it to the status writer.
 func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
 	if s.stale {
-		return nil
+		return nil // computed from reads a write found stale
 	}
 	setStatus(&s.status, s.outcome)
 	r.metrics.observeConditions(r.gvk.Kind, client.ObjectKeyFromObject(s.obj), s.status.Conditions)
 	if err := writeStatus(s.obj, s.status, s.fields); err != nil {
 		return fmt.Errorf("building status: %w", err)
 	}
-	if equalStatus(base, s.obj) {
-		return nil
-	}
-	if wait := r.firstStatusWait(base, s); wait > 0 {
-		s.deferred = wait
-		return nil
-	}
-	last := r.written.get(s.obj)
-	if progressOnly(base, s.obj, s.progress) && !last.at.IsZero() {
-		if wait := r.cfg.statusInterval - time.Since(last.at); wait > 0 {
-			s.deferred = wait
-			return nil
-		}
-	}
-	status, _, _ := unstructured.NestedFieldCopy(s.obj.Object, "status")
-	if err := r.client.Status().Patch(ctx, s.obj, client.MergeFrom(base)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("patching status: %w", err)
-	}
-	r.written.record(s.obj, func(w *lastWrite) {
-		w.status, w.version, w.at, w.inventory = status, s.obj.GetResourceVersion(), time.Now(), nil
-	})
-	return nil
-}
-
-// firstStatusWait is how long the first status of the resource's generation may still be put
-// off: while its children are only on their way to ready, within firstStatusDelay of the first
-// time it was put off. Children that become ready within it cost one status write, not two.
-func (r *reconciler) firstStatusWait(base *unstructured.Unstructured, s *scope) time.Duration {
-	ready := meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionReady)
-	generation, _, _ := unstructured.NestedInt64(base.Object, "status", "observedGeneration")
-	if r.cfg.firstStatusDelay <= 0 || s.prompt || generation == s.obj.GetGeneration() || ready == nil || ready.Reason != infrav1alpha1.ReasonApplying {
-		return 0
-	}
-	since := r.written.putOff(s.obj, s.status.Inventory, time.Now())
-	return r.cfg.firstStatusDelay - time.Since(since)
+	return r.status.write(ctx, base, s)
 }
 
 // event records an event on the custom resource.
@@ -362,7 +325,7 @@ func (r *reconciler) event(obj *unstructured.Unstructured, warning bool, reason,
 // forget drops everything remembered about a resource that is gone or no longer served.
 func (r *reconciler) forget(key types.NamespacedName) {
 	r.renders.forget(key)
-	r.written.forget(key)
+	r.status.memo.forget(key)
 	r.metrics.forget(r.gvk.Kind, key)
 }
 

@@ -108,7 +108,7 @@ func newUnitHarness(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 		watch: watches.Watch{Group: unitDemoGVK.Group, Version: unitDemoGVK.Version, Kind: unitDemoGVK.Kind, MaxConcurrentReconciles: 1},
 		gvk:   unitDemoGVK, selector: labels.Everything(), cfg: defaultConfig(), metrics: newEngineMetrics(),
 		controller: acceptWatches{}, watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(),
-		owners: newOwners(clientgoscheme.Scheme),
+		owners: newOwners(clientgoscheme.Scheme), status: newStatusWriter(c, defaultConfig()),
 	}
 	return &unitHarness{client: c, r: r, events: events}
 }

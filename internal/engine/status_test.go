@@ -238,9 +238,9 @@ func TestFirstStatusIsPutOffUnlessPrompt(t *testing.T) {
 		{"a status the kind wants written at once", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &reconciler{cfg: config{firstStatusDelay: 5 * time.Second}}
+			w := newStatusWriter(nil, config{firstStatusDelay: 5 * time.Second})
 			s := &scope{obj: obj, status: engineStatus{Conditions: applying}, prompt: tc.prompt}
-			if got := r.firstStatusWait(obj, s) > 0; got != tc.putOff {
+			if got := w.firstWait(obj, s) > 0; got != tc.putOff {
 				t.Errorf("put off = %v, want %v", got, tc.putOff)
 			}
 		})

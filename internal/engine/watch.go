@@ -123,6 +123,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 		recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, shard: shardOf(sel), cfg: cfg, metrics: sharedMetrics(),
 		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(), owners: held,
+		status: newStatusWriter(mgr.GetClient(), cfg),
 	}
 	return r.SetupWithManager(mgr)
 }
@@ -171,7 +172,7 @@ func (r *reconciler) dropCaughtUpStatus(mgr ctrl.Manager) error {
 	}
 	caughtUp := func(obj any) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			r.written.caughtUp(u)
+			r.status.memo.caughtUp(u)
 		}
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
