@@ -4,23 +4,12 @@ import (
 	"flag"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
-
-func TestSplitNamespaces(t *testing.T) {
-	cases := map[string][]string{
-		"":                 nil,
-		"team-a":           {"team-a"},
-		" team-a, ,team-b": {"team-a", "team-b"},
-	}
-	for in, want := range cases {
-		if got := splitNamespaces(in); !slices.Equal(got, want) {
-			t.Errorf("splitNamespaces(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
 
 func TestParseFlags(t *testing.T) {
 	t.Setenv("WATCH_NAMESPACE", "dev,staging")
@@ -101,7 +90,7 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bindFlags(&options{}).VisitAll(func(f *flag.Flag) {
+	bindFlags(newOptions()).VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "zap-") {
 			return
 		}
@@ -109,4 +98,94 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			t.Errorf("--%s is not in the flag table of docs/operations.md", f.Name)
 		}
 	})
+}
+
+// TestDocumentedDefaultsAreTheFlags: where the flag table of docs/operations.md states a
+// default, it is the flag's, so that the table is checked rather than a third copy of them.
+func TestDocumentedDefaultsAreTheFlags(t *testing.T) {
+	// The defaults the table states are those outside a cluster with none of these set.
+	for _, env := range []string{"WATCHES_FILE", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST",
+		"RELATED_IMAGE_WORKSPACE_IDE", "RELATED_IMAGE_VM_CONTAINERDISK", "RELATED_IMAGE_VM_LAUNCHER"} {
+		t.Setenv(env, "")
+	}
+	doc, err := os.ReadFile("docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := bindFlags(newOptions())
+	for name, stated := range documentedDefaults(t, string(doc)) {
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Errorf("the flag table documents --%s, which the operator does not take", name)
+			continue
+		}
+		if !sameDefault(f, stated) {
+			t.Errorf("the flag table says --%s defaults to %q; the flag: %q (%s)", name, stated, f.DefValue, f.Usage)
+		}
+	}
+}
+
+var (
+	docFlag       = regexp.MustCompile("`--([a-z0-9-]+)`")
+	docValue      = regexp.MustCompile("(env )?`([^`]*)`")
+	docAside      = regexp.MustCompile(`\([^)]*\)`)
+	usageDefault  = regexp.MustCompile(`\(default ([^)]*)\)$`)
+	docFlagsTable = regexp.MustCompile("(?s)## Operator flags\n(.*?)\n## ")
+)
+
+// documentedDefaults are the defaults the flag table states, by flag: the values in backquotes
+// of a row's default column, but for asides in parentheses and environment variables. A row of
+// several flags states one value for each, in order; a row of one flag may state a list.
+func documentedDefaults(t *testing.T, doc string) map[string]string {
+	t.Helper()
+	table := docFlagsTable.FindStringSubmatch(doc)
+	if table == nil {
+		t.Fatal("docs/operations.md has no Operator flags section")
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(table[1], "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		var names, values []string
+		for _, m := range docFlag.FindAllStringSubmatch(cells[1], -1) {
+			names = append(names, m[1])
+		}
+		for _, m := range docValue.FindAllStringSubmatch(docAside.ReplaceAllString(cells[2], ""), -1) {
+			if m[1] == "" {
+				values = append(values, m[2])
+			}
+		}
+		switch {
+		case len(values) == 0:
+		case len(names) == 1:
+			out[names[0]] = strings.Join(values, ", ")
+		case len(names) == len(values):
+			for i, name := range names {
+				out[name] = values[i]
+			}
+		default:
+			t.Errorf("the flag table's row of %v states %d defaults, not one for each flag", names, len(values))
+		}
+	}
+	return out
+}
+
+// sameDefault reports whether stated is f's default: its DefValue, the "(default ...)" its
+// help ends with (quantity flags), or, for a repeatable flag, which has no value of its own
+// (flag.Func), what its help says is used when it is not given.
+func sameDefault(f *flag.Flag, stated string) bool {
+	if m := usageDefault.FindStringSubmatch(f.Usage); m != nil {
+		return m[1] == stated
+	}
+	if f.DefValue == "" {
+		return strings.Contains(f.Usage, stated)
+	}
+	if stated == f.DefValue {
+		return true
+	}
+	a, errA := time.ParseDuration(stated)
+	b, errB := time.ParseDuration(f.DefValue)
+	return errA == nil && errB == nil && a == b
 }

@@ -124,6 +124,9 @@ type EgressConfig struct {
 	DNSPorts []int32
 }
 
+// defaultDNSNamespace is where the cluster's DNS pods run on most clusters.
+const defaultDNSNamespace = "kube-system"
+
 // DefaultEgressDeniedCIDRs are the ranges no IDE or VM reaches by default: RFC 1918, carrier-
 // grade NAT (some clusters' pod range), IPv4 and IPv6 link-local, IPv6 unique-local.
 var DefaultEgressDeniedCIDRs = []string{
@@ -136,7 +139,7 @@ func (c EgressConfig) values() map[string]any {
 	if len(denied) == 0 {
 		denied = DefaultEgressDeniedCIDRs
 	}
-	ns := orDefault(c.DNSNamespace, "kube-system")
+	ns := orDefault(c.DNSNamespace, defaultDNSNamespace)
 	podLabels := c.DNSPodLabels
 	if len(podLabels) == 0 {
 		podLabels = map[string]string{"k8s-app": "kube-dns"}

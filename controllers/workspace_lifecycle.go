@@ -41,6 +41,9 @@ type WorkspaceConfig struct {
 	// AccessKey derives each IDE's password (internal/access). Required: without it no
 	// workspace renders, rather than one with a guessable password.
 	AccessKey []byte
+	// AccessKeySecret is the namespace/name of the Secret AccessKey is read from, or created
+	// in with a random key, before the manager starts.
+	AccessKeySecret string
 	// IngressAnnotations are set on every workspace Ingress, e.g. cert-manager's
 	// cert-manager.io/cluster-issuer so that the TLS Secret is issued by itself.
 	IngressAnnotations map[string]string

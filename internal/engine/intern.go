@@ -130,7 +130,7 @@ func (in *interner) object(obj any) {
 
 // SharedStrings is a cache transform that, after next, makes the objects a cache keeps share
 // the strings they repeat (interner). The engine's child cache uses it; the manager's cache,
-// which holds the custom resources, should too (cmd: main.go).
+// which holds the custom resources, should too (app.CacheOptions).
 func SharedStrings(next cache.TransformFunc) cache.TransformFunc {
 	in := newInterner()
 	return func(obj any) (any, error) {

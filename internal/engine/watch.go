@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
@@ -66,18 +67,13 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 // newChildCache is a cache of the operator's children: every object carrying our managed-by
 // label, whole only when a live resource we serve holds it (anyone may set the label on their
 // own objects), so memory follows what we manage, not what others label (cachetrim.go).
-func newChildCache(mgr ctrl.Manager, namespaces []string, held *owners, tracked func() bool) (cache.Cache, error) {
+func newChildCache(mgr ctrl.Manager, watched []string, held *owners, tracked func() bool) (cache.Cache, error) {
 	opts := cache.Options{
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
 		DefaultTransform:     SharedStrings(held.transform),
-	}
-	if len(namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
+		DefaultNamespaces:    namespaces.CacheConfigs(watched),
 	}
 	c, err := cache.New(mgr.GetConfig(), opts)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -29,6 +28,9 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+
+	// Named apart from the suite's running operator (var operator).
+	"github.com/cloudspace-dev/cloudspace-operator/app"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
@@ -154,18 +156,11 @@ func suiteKinds() controllers.Config {
 
 // startConfigured is startManagerOf with the kinds configured as an admin's flags would.
 func startConfigured(ws []watches.Watch, withWebhooks bool, kinds controllers.Config, opts []engine.Option, namespaces ...string) (*runningManager, error) {
-	cacheOpts := cache.Options{DefaultTransform: engine.SharedStrings(cache.TransformStripManagedFields())}
-	if len(namespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 framework.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cacheOpts,
+		Cache:                  app.CacheOptions(namespaces),
 		// Tests restart the manager in one process; names are unique within each manager.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		WebhookServer: webhook.NewServer(webhook.Options{
@@ -175,12 +170,7 @@ func startConfigured(ws []watches.Watch, withWebhooks bool, kinds controllers.Co
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if withWebhooks {
-		if err := controllers.SetupVirtualMachineWebhook(mgr, vmConfig); err != nil {
-			return nil, err
-		}
-	}
-	if err := controllers.Setup(mgr, ws, kinds, append(opts, engine.WithNamespaces(namespaces))...); err != nil {
+	if err := app.Setup(mgr, ws, kinds, app.Scope{Namespaces: namespaces, Webhooks: withWebhooks}, opts...); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
