@@ -74,13 +74,10 @@ func (c *VMConfig) BindFlags(fs *flag.FlagSet) {
 
 // BindFlags registers the --genericdaemon-* flags, which hand out what a daemon may ask for.
 func (c *GenericDaemonConfig) BindFlags(fs *flag.FlagSet) {
-	bindRepeatable(fs,
-		repeatable{"genericdaemon-allowed-toleration",
-			"A toleration GenericDaemons may carry: key, key=value, either with :Effect, or * for every key (repeatable); none by default.",
-			TolerationFlag(&c.AllowedTolerations)},
-		repeatable{"genericdaemon-allowed-resource",
-			"An extended resource GenericDaemons may request besides cpu, memory and ephemeral-storage, e.g. nvidia.com/gpu (repeatable); none by default.",
-			ResourceNameFlag(&c.AllowedExtendedResources)})
+	fs.Func("genericdaemon-allowed-toleration", "A toleration GenericDaemons may carry: key, key=value, either with :Effect, or * for every key (repeatable); none by default.",
+		TolerationFlag(&c.AllowedTolerations))
+	fs.Func("genericdaemon-allowed-resource", "An extended resource GenericDaemons may request besides cpu, memory and ephemeral-storage, e.g. nvidia.com/gpu (repeatable); none by default.",
+		ResourceNameFlag(&c.AllowedExtendedResources))
 }
 
 // BindFlags registers the --workspace-ingress-host-* flags, bound to c.

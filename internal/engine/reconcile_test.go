@@ -187,24 +187,21 @@ func (h *unitHarness) reconcileUntilGone(t *testing.T, passes int) (ctrl.Result,
 // demo is the Demo as the fake cluster holds it; nil once it is gone.
 func (h *unitHarness) demo(t *testing.T) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(unitDemoGVK)
-	err := h.client.Get(context.Background(), types.NamespacedName{Namespace: unitNamespace, Name: unitDemoName}, u)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
+	return h.get(t, unitDemoGVK, unitDemoName)
 }
 
-// object is "Kind/name" as the fake cluster holds it; nil when it does not exist.
+// object is "Kind/name" (a core kind) as the fake cluster holds it; nil when it does not exist.
 func (h *unitHarness) object(t *testing.T, ref string) *unstructured.Unstructured {
 	t.Helper()
 	kind, name, _ := strings.Cut(ref, "/")
+	return h.get(t, corev1.SchemeGroupVersion.WithKind(kind), name)
+}
+
+// get reads an object of gvk in the test's namespace; nil when it does not exist.
+func (h *unitHarness) get(t *testing.T, gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {
+	t.Helper()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+	u.SetGroupVersionKind(gvk)
 	err := h.client.Get(context.Background(), types.NamespacedName{Namespace: unitNamespace, Name: name}, u)
 	if apierrors.IsNotFound(err) {
 		return nil
