@@ -293,9 +293,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	// Only Workspaces need the key: an operator serving only chart kinds needs no namespace
-	// of its own.
-	if controllers.ServesWorkspaces(ws) {
+	// Only Workspaces need the key and the API: an operator serving only chart kinds needs no
+	// namespace of its own.
+	workspaces := controllers.ServesWorkspaces(ws)
+	if workspaces {
 		if o.kinds.Workspace.AccessKey, err = accessKey(ctx, cfg, o.kinds.Workspace.AccessKeySecret); err != nil {
 			return err
 		}
@@ -305,7 +306,7 @@ func run(ctx context.Context, o *options) error {
 	if err := app.Setup(mgr, ws, o.kinds, scope, engine.WithOperandEnv(proxy.ReadProxyVarsFromEnv())); err != nil {
 		return err
 	}
-	if err := setupGRPC(mgr, o.grpc, o.kinds.Workspace, controllers.ServesWorkspaces(ws)); err != nil {
+	if err := setupGRPC(mgr, o.grpc, o.kinds.Workspace, workspaces); err != nil {
 		return err
 	}
 	if err := addProbes(mgr); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // testAPI is the whole server, started as the manager starts it, on 127.0.0.1, over a fake
@@ -152,12 +154,13 @@ func (h *rawH2) until(d time.Duration, match func(http2.Frame) bool) (http2.Fram
 	}
 }
 
-// eventually retries cond until it holds or the deadline passes.
+// eventually is framework.WaitFor for a condition that holds or not.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("not within %s: %s", d, what)
+	framework.WaitFor(t, d, what, func(context.Context) error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-	}
+		return nil
+	})
 }
