@@ -37,6 +37,23 @@ func decodeDemo(t testing.TB, i int) *unstructured.Unstructured {
 
 func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
+// stringsOf appends the map keys and string values of an unstructured value to out.
+func stringsOf(v any, out []string) []string {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			out = stringsOf(e, append(out, k))
+		}
+	case []any:
+		for _, e := range t {
+			out = stringsOf(e, out)
+		}
+	case string:
+		out = append(out, t)
+	}
+	return out
+}
+
 // TestSharedStringsKeepsContentAndSharesIt: two objects through the transform hold equal
 // content to what came in, and share one copy of the strings they repeat.
 func TestSharedStringsKeepsContentAndSharesIt(t *testing.T) {
@@ -54,15 +71,23 @@ func TestSharedStringsKeepsContentAndSharesIt(t *testing.T) {
 			t.Fatalf("the transform changed the object:\n got %v\nwant %v", out[i].Object, want.Object)
 		}
 	}
-	reason := func(u *unstructured.Unstructured) string {
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		return conds[0].(map[string]any)["reason"].(string)
+	// The table is direct-mapped: a string evicted by a colliding one between the two objects
+	// is copied again, by design. Nearly all must be shared, not each.
+	first := map[string]string{}
+	for _, str := range stringsOf(out[0].Object, nil) {
+		first[str] = str
 	}
-	if !sameString(reason(out[0]), reason(out[1])) {
-		t.Error("two objects hold separate copies of the same condition reason")
+	repeated, shared := 0, 0
+	for _, str := range stringsOf(out[1].Object, nil) {
+		if f, ok := first[str]; ok && len(str) <= maxInterned {
+			repeated++
+			if sameString(f, str) {
+				shared++
+			}
+		}
 	}
-	if !sameString(out[0].GetNamespace(), out[1].GetNamespace()) {
-		t.Error("two objects hold separate copies of the same namespace")
+	if repeated < 30 || shared*10 < repeated*8 {
+		t.Errorf("the second object shares %d of the %d short strings it repeats from the first; want at least 80%%", shared, repeated)
 	}
 
 	cm := &corev1.ConfigMap{
