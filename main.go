@@ -43,6 +43,7 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // options are the operator's command-line settings: the manager's own, and those of the
@@ -205,7 +206,7 @@ func setupGRPC(mgr ctrl.Manager, g grpcapi.Options, wc controllers.WorkspaceConf
 	// The certificate's Secret is optional in the Deployment, so that an install never waits
 	// for it: the server serves a self-signed one until the files appear.
 	srv, err := grpcapi.New(mgr, append(g.ServerOptions(),
-		grpcapi.WithWorkspaceLimits(wc.Limits), grpcapi.WithAccessKey(wc.AccessKey))...)
+		grpcapi.WithWorkspaceLimits(wc.Limits), grpcapi.WithAccessKey(wc.AccessKey), grpcapi.WithActivity(wc.Activity))...)
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}
@@ -300,6 +301,7 @@ func run(ctx context.Context, o *options) error {
 		if o.kinds.Workspace.AccessKey, err = accessKey(ctx, cfg, o.kinds.Workspace.AccessKeySecret); err != nil {
 			return err
 		}
+		o.kinds.Workspace.Activity, o.kinds.Workspace.OperatorNamespace = workspace.NewActivity(), os.Getenv("POD_NAMESPACE")
 	}
 	scope := app.Scope{Namespaces: o.watchNamespaces, Webhooks: mopts.WebhookServer != nil}
 	// OLM passes the cluster's proxy to the operator; the operands reach out through it too.

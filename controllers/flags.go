@@ -20,6 +20,8 @@ func DefaultConfig() Config {
 		Workspace: WorkspaceConfig{
 			Limits:          workspace.DefaultLimits(),
 			AccessKeySecret: "cloudspace-operator-system/cloudspace-workspace-access-key",
+			MaxFailedStarts: DefaultMaxFailedStarts,
+			IdleWarning:     DefaultIdleWarning,
 		},
 		VM:               DefaultVMConfig(),
 		WorkspaceIngress: WorkspaceIngressConfig{Recheck: DefaultIngressHostRecheck},
@@ -42,6 +44,12 @@ func (c *WorkspaceConfig) BindFlags(fs *flag.FlagSet) {
 	quantityFlag(fs, &c.Limits.CPU, "workspace-max-cpu", "The most CPU one workspace may have, through any door.")
 	quantityFlag(fs, &c.Limits.Memory, "workspace-max-memory", "The most memory one workspace may have, through any door.")
 	quantityFlag(fs, &c.Limits.Storage, "workspace-max-storage", "The largest volume one workspace may have, through any door.")
+	fs.IntVar(&c.MaxFailedStarts, "workspace-max-failed-starts", c.MaxFailedStarts,
+		"Failed starts (the IDE exits before it is ready) after which the operator stops a workspace, keeping its storage; 0 never stops one.")
+	fs.DurationVar(&c.IdleTimeout, "workspace-idle-timeout", c.IdleTimeout,
+		"Stop a workspace whose IDE is unused this long (no editor or terminal session, no API call), keeping its storage; 0 stops only those whose spec.idleTimeout asks. A spec may ask for less, never more.")
+	fs.DurationVar(&c.IdleWarning, "workspace-idle-warning", c.IdleWarning,
+		"How long before an idle stop the workspace says so (status.idleStopAt, on Watch); at most half the idle timeout.")
 	fs.StringVar(&c.AccessKeySecret, "workspace-access-key-secret", c.AccessKeySecret,
 		"namespace/name of the Secret holding the key each IDE's password is derived from; created with a random key when missing.")
 	bindRepeatable(fs,

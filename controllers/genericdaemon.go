@@ -238,7 +238,7 @@ func (GenericDaemonLifecycle) Status(_ *unstructured.Unstructured, observed engi
 		return engine.StatusResult{Fields: map[string]any{
 			"installed": int64(ds.Status.NumberReady),
 			"desired":   int64(ds.Status.DesiredNumberScheduled),
-		}, Progress: []string{"installed", "desired"}, Failure: failure}, nil
+		}, Progress: []string{"installed", "desired"}, Failure: failure.message, FailureReason: failure.reason}, nil
 	}
-	return engine.StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}, Failure: failure}, nil
+	return engine.StatusResult{Fields: map[string]any{"installed": int64(0), "desired": int64(0)}, Failure: failure.message, FailureReason: failure.reason}, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ (make golden)")
@@ -30,10 +31,12 @@ func goldenCaps() *chartutil.Capabilities {
 }
 
 // goldenWorkspaceConfig is a fixed key (the golden files show its passwords; no cluster uses
-// it) and an admin's ingress annotation.
+// it), an admin's ingress annotation, and the operator's namespace, whose manager reads the
+// IDEs' activity.
 var goldenWorkspaceConfig = WorkspaceConfig{
 	AccessKey:          []byte("golden-files-only-access-key-0123456789"),
 	IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "letsencrypt"},
+	Activity:           workspace.NewActivity(), OperatorNamespace: "cloudspace-operator-system",
 }
 
 // TestGolden renders each CR under testdata/<chart>/ as the engine would for its kind, and

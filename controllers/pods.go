@@ -7,40 +7,53 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
-// failingWaits are the reasons a container waits for that no amount of waiting fixes: the
-// kubelet retries them forever, and a pod under restartPolicy Always never reaches Failed, so
-// without reading them a resource would say "starting" for ever. ErrImagePull is not one: a
-// registry's blip is retried at once; ImagePullBackOff follows within seconds when it lasts.
-var failingWaits = map[string]bool{
-	"CrashLoopBackOff": true, "ImagePullBackOff": true, "InvalidImageName": true,
-	"ErrImageNeverPull": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+// failingWaits are the reasons a container waits for that no amount of waiting fixes, each
+// with the condition reason it is reported as: the kubelet retries them forever, and a pod
+// under restartPolicy Always never reaches Failed, so without reading them a resource would
+// say "starting" for ever. ErrImagePull is not one: a registry's blip is retried at once;
+// ImagePullBackOff follows within seconds when it lasts.
+var failingWaits = map[string]string{
+	"CrashLoopBackOff":           infrav1alpha1.ReasonCrashLoop,
+	"ImagePullBackOff":           infrav1alpha1.ReasonImagePullFailed,
+	"InvalidImageName":           infrav1alpha1.ReasonImagePullFailed,
+	"ErrImageNeverPull":          infrav1alpha1.ReasonImagePullFailed,
+	"CreateContainerConfigError": infrav1alpha1.ReasonContainerCannotStart,
+	"CreateContainerError":       infrav1alpha1.ReasonContainerCannotStart,
+	"RunContainerError":          infrav1alpha1.ReasonContainerCannotStart,
 }
 
 // maxProblemMessage bounds what a container's message adds to a status: a crashing program's
 // termination message can be long, and status is written to etcd.
 const maxProblemMessage = 256
 
-// podProblems reads the live pods' containers: how many times they restarted, and why the
-// first one that is failing fails (the container, its image, the kubelet's reason and the last
-// exit), empty when none is.
-func podProblems(pods []corev1.Pod) (restarts int32, problem string) {
+// problem is why a pod's container is failing: the condition reason (failingWaits) and a
+// message naming the pod, the container, its image and its last exit; zero when none is.
+type problem struct {
+	reason, message string
+}
+
+// podProblems reads the live pods' containers: how many times they restarted, and the first
+// one that is failing.
+func podProblems(pods []corev1.Pod) (restarts int32, first problem) {
 	for _, p := range livePods(pods) {
 		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 			restarts += cs.RestartCount
-			if problem == "" {
-				problem = containerProblem(p.Name, cs)
+			if first.reason == "" {
+				first = containerProblem(p.Name, cs)
 			}
 		}
 	}
-	return restarts, problem
+	return restarts, first
 }
 
-func containerProblem(pod string, cs corev1.ContainerStatus) string {
+func containerProblem(pod string, cs corev1.ContainerStatus) problem {
 	w := cs.State.Waiting
-	if w == nil || !failingWaits[w.Reason] {
-		return ""
+	if w == nil || failingWaits[w.Reason] == "" {
+		return problem{}
 	}
 	msg := fmt.Sprintf("pod %s: container %s (image %q): %s", pod, cs.Name, cs.Image, w.Reason)
 	if w.Message != "" {
@@ -52,7 +65,7 @@ func containerProblem(pod string, cs corev1.ContainerStatus) string {
 			msg += ": " + clip(t.Message)
 		}
 	}
-	return msg
+	return problem{reason: failingWaits[w.Reason], message: msg}
 }
 
 // clip keeps the last maxProblemMessage characters of a message, on one line: a program's last

@@ -67,6 +67,11 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Opti
 			return err
 		}
 		workspaces = mgr.GetCache()
+		if cfg.Workspace.Activity != nil {
+			if err := mgr.Add(newActivityProbe(mgr.GetCache(), cfg.Workspace)); err != nil {
+				return fmt.Errorf("adding the IDE activity probe: %w", err)
+			}
+		}
 	}
 	return engine.Setup(mgr, ws, append(lifecycles(cfg, workspaces), opts...)...)
 }
@@ -80,6 +85,12 @@ func ServesWorkspaces(ws []watches.Watch) bool {
 // Validate checks the settings an admin gave, so that a typo stops the operator at start
 // rather than every workspace at its first reconcile.
 func (c Config) Validate() error {
+	if c.Workspace.MaxFailedStarts < 0 {
+		return fmt.Errorf("--workspace-max-failed-starts is %d: give 0 (never stop a workspace) or more", c.Workspace.MaxFailedStarts)
+	}
+	if c.Workspace.IdleTimeout < 0 || c.Workspace.IdleWarning < 0 {
+		return fmt.Errorf("--workspace-idle-timeout %s, --workspace-idle-warning %s: durations must not be negative", c.Workspace.IdleTimeout, c.Workspace.IdleWarning)
+	}
 	if err := c.WorkspaceIngress.validate(); err != nil {
 		return err
 	}

@@ -37,13 +37,13 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	return engine.StatusResult{Fields: fields, Failure: failure}, nil
+	return engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason}, nil
 }
 
 // vmStatus is the pure phase machine: the VM, whether anything was applied, KubeVirt's VM
 // (kubevirt backend) and the guest's pods in; the status out, and why the launcher is failing
 // when it is (a crash loop, an image that cannot be pulled).
-func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.Unstructured, pods []corev1.Pod) (infrav1alpha1.VirtualMachineStatus, string) {
+func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.Unstructured, pods []corev1.Pod) (infrav1alpha1.VirtualMachineStatus, problem) {
 	st := infrav1alpha1.VirtualMachineStatus{Backend: vm.Status.Backend}
 	switch {
 	case st.Backend != "":
@@ -52,17 +52,17 @@ func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.U
 	case applied:
 		st.Backend = infrav1alpha1.BackendPod
 	}
-	var failure string
+	var failure problem
 	if st.Backend == infrav1alpha1.BackendKubeVirt {
 		st.Phase, st.Message = kubeVirtPhase(kv)
 		if st.Phase == infrav1alpha1.VMFailed {
-			failure = st.Message
+			failure.message = st.Message
 		}
 	} else {
 		st.Restarts, failure = podProblems(pods)
 		st.Phase, st.Message = podPhase(vm.Spec.RunStrategy, pods)
-		if failure != "" && st.Phase != infrav1alpha1.VMStopping {
-			st.Phase, st.Message = infrav1alpha1.VMFailed, "the launcher is failing: "+failure
+		if failure.message != "" && st.Phase != infrav1alpha1.VMStopping {
+			st.Phase, st.Message = infrav1alpha1.VMFailed, "the launcher is failing: "+failure.message
 		}
 	}
 	if st.Phase == infrav1alpha1.VMRunning {

@@ -48,8 +48,8 @@ func TestVMStatusPodBackend(t *testing.T) {
 			if st.Phase == infrav1alpha1.VMRunning && st.Message != "" {
 				t.Errorf("a guest with KVM running: message %q, want none", st.Message)
 			}
-			if failure != "" {
-				t.Errorf("failure %q for a launcher that is not failing", failure)
+			if failure != (problem{}) {
+				t.Errorf("failure %+v for a launcher that is not failing", failure)
 			}
 			if st.Phase != tc.want || st.Status != string(tc.want) || st.NodeName != tc.node || st.IP != tc.ip || st.Backend != infrav1alpha1.BackendPod {
 				t.Errorf("status = %+v, want phase %s on %q/%q, backend pod", st, tc.want, tc.node, tc.ip)
@@ -89,11 +89,12 @@ func TestVMStatusReportsAFailingLauncher(t *testing.T) {
 		pod      corev1.Pod
 		phase    infrav1alpha1.VirtualMachinePhase
 		restarts int32
+		reason   string
 		want     []string
 	}{
-		{"crash loop", crashing, infrav1alpha1.VMFailed, 4, []string{"launcher", "CrashLoopBackOff", "restarted 4 times", "exit 1 (Error)", "host forwarding"}},
-		{"image pull", unpullable, infrav1alpha1.VMFailed, 0, []string{"boot-disk", `"reg/no-such-disk:1"`, "ImagePullBackOff"}},
-		{"restarted, booting again", restartedOnce, infrav1alpha1.VMStarting, 1, nil},
+		{"crash loop", crashing, infrav1alpha1.VMFailed, 4, infrav1alpha1.ReasonCrashLoop, []string{"launcher", "CrashLoopBackOff", "restarted 4 times", "exit 1 (Error)", "host forwarding"}},
+		{"image pull", unpullable, infrav1alpha1.VMFailed, 0, infrav1alpha1.ReasonImagePullFailed, []string{"boot-disk", `"reg/no-such-disk:1"`, "ImagePullBackOff"}},
+		{"restarted, booting again", restartedOnce, infrav1alpha1.VMStarting, 1, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
@@ -101,12 +102,12 @@ func TestVMStatusReportsAFailingLauncher(t *testing.T) {
 			if st.Phase != tc.phase || st.Restarts != tc.restarts {
 				t.Errorf("phase %s, restarts %d; want %s, %d", st.Phase, st.Restarts, tc.phase, tc.restarts)
 			}
-			if (failure == "") != (tc.want == nil) {
-				t.Errorf("failure = %q", failure)
+			if (failure.message == "") != (tc.want == nil) || failure.reason != tc.reason {
+				t.Errorf("failure = %+v, want reason %q", failure, tc.reason)
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(failure, w) || !strings.Contains(st.Message, w) {
-					t.Errorf("failure %q / message %q lacks %q", failure, st.Message, w)
+				if !strings.Contains(failure.message, w) || !strings.Contains(st.Message, w) {
+					t.Errorf("failure %q / message %q lacks %q", failure.message, st.Message, w)
 				}
 			}
 		})
@@ -123,7 +124,7 @@ func TestVMStatusKubeVirtBackend(t *testing.T) {
 	}
 	// KubeVirt's failures are the VM's Degraded condition too.
 	kv.Object["status"] = map[string]any{"printableStatus": "CrashLoopBackOff"}
-	if st, failure := vmStatus(vm, true, kv, nil); st.Phase != infrav1alpha1.VMFailed || failure != "KubeVirt: CrashLoopBackOff" {
+	if st, failure := vmStatus(vm, true, kv, nil); st.Phase != infrav1alpha1.VMFailed || failure.message != "KubeVirt: CrashLoopBackOff" {
 		t.Errorf("status %+v, failure %q; want Failed, failing with KubeVirt's status", st, failure)
 	}
 	// A backend once recorded is kept, whatever is rendered now.

@@ -54,7 +54,36 @@ type WorkspaceConfig struct {
 	// IDEImage, when set, runs in place of the default IDE image, which the CRD fills in for a
 	// workspace that names none: a mirror of it (OLM's RELATED_IMAGE_WORKSPACE_IDE).
 	IDEImage string
+	// MaxFailedStarts is how many times the IDE may exit before it is first ready, in one
+	// start, before the operator stops the workspace (status.stoppedReason StartFailed); 0
+	// never stops one. DefaultMaxFailedStarts by the operator's flags.
+	MaxFailedStarts int
+	// IdleTimeout stops a workspace unused this long, its storage kept (status.stoppedReason
+	// Idle); 0 stops only those whose spec.idleTimeout asks, and a spec may ask for less than
+	// IdleTimeout, never more.
+	IdleTimeout time.Duration
+	// IdleWarning is how long before an idle stop status.idleStopAt says it is coming (at most
+	// half the timeout). DefaultIdleWarning by the operator's flags.
+	IdleWarning time.Duration
+	// Activity is the record of each workspace's use that the idle policy reads, written by
+	// the operator's probe of the IDEs and by the workspace API; nil: no idle stop.
+	Activity *workspace.Activity
+	// OperatorNamespace is where the operator runs (POD_NAMESPACE): its manager pod, which
+	// reads each IDE's activity, is admitted by the workspace NetworkPolicy. Empty: none is.
+	OperatorNamespace string
+	// ActivityInterval is how often each running IDE's activity is read, when an idle timeout
+	// applies to it; DefaultActivityInterval when 0.
+	ActivityInterval time.Duration
 }
+
+// idle is the idle policy for the workspace whose use is known as use.
+func (c WorkspaceConfig) idle(use workspace.Use) idlePolicy {
+	return idlePolicy{timeout: c.IdleTimeout, warning: c.IdleWarning, interval: c.ActivityInterval, use: use}
+}
+
+// DefaultMaxFailedStarts is the failed starts after which a workspace is stopped: with the
+// kubelet's back-off (10 s, doubling), about 70 s of a crash loop.
+const DefaultMaxFailedStarts = 3
 
 var (
 	_ engine.Lifecycle   = WorkspaceLifecycle{}
@@ -90,13 +119,16 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 		"owner":   s.Owner,
 		"image":   l.image(s.Image),
 		"port":    int64(orDefault(s.Port, workspace.DefaultPort)),
-		"running": s.WantsRunning(),
+		"running": ws.Runs(),
 		"resources": map[string]any{
 			"cpu":    quantityOr(s.Resources.CPU, workspace.DefaultCPU),
 			"memory": quantityOr(s.Resources.Memory, workspace.DefaultMemory),
 		},
 		"storage": map[string]any{"size": quantityOr(s.Storage.Size, workspace.DefaultStorage), "storageClassName": deref(s.Storage.StorageClassName)},
 		"access":  map[string]any{"password": access.Password(l.AccessKey, ws.UID, s.Access.Rotation)},
+	}
+	if l.Activity != nil && l.OperatorNamespace != "" {
+		vals["activityReader"] = l.OperatorNamespace
 	}
 	if s.Git != nil {
 		vals["git"] = map[string]any{"url": s.Git.URL, "ref": s.Git.Ref}

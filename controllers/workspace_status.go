@@ -15,7 +15,8 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
-// Status computes the phase and the IDE's whereabouts from its pod.
+// Status computes the phase and the IDE's whereabouts from its pod; an IDE failing to start is
+// Degraded with the reason (a crash loop, an image that cannot be pulled, a timeout).
 func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
 	ws, err := workspace.Decode(obj)
 	if err != nil {
@@ -25,12 +26,23 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	st := workspaceStatus(ws, pods, l.now())
+	now, pol := l.now(), policy{maxFailedStarts: l.MaxFailedStarts, idle: l.idle(l.Activity.Of(ws.UID))}
+	st, failure := workspaceStatus(ws, pods, pol, now)
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	return engine.StatusResult{Fields: fields, RequeueAfter: untilTimeout(ws, st, l.now()), Prompt: awaited(st.Phase)}, nil
+	res := engine.StatusResult{Fields: fields, RequeueAfter: soonest(untilTimeout(ws, st, now), untilIdleCheck(ws, st, pol.idle, now)),
+		Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason}
+	switch {
+	case st.StoppedReason != "" && !ws.StoppedByOperator():
+		// Stopped just now: the next render, once this status is written, stops the IDE.
+		res.RequeueAfter, res.Prompt = time.Second, true
+		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: st.Message}
+	case st.IdleStopAt != nil:
+		res.Notice = engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: st.Message}
+	}
+	return res, nil
 }
 
 // awaited reports whether a create-and-wait call may be waiting to read phase (Running, or
@@ -40,39 +52,98 @@ func awaited(phase infrav1alpha1.WorkspacePhase) bool {
 	return phase == infrav1alpha1.WorkspaceRunning || phase == infrav1alpha1.WorkspaceFailed
 }
 
-// workspaceStatus is the pure phase machine: the previous status, the pods and the time in,
-// the new status out.
-func workspaceStatus(ws *infrav1alpha1.Workspace, pods []corev1.Pod, now time.Time) infrav1alpha1.WorkspaceStatus {
+// policy is what the operator's settings and observations bring to the phase machine.
+type policy struct {
+	// maxFailedStarts is the failed starts after which the IDE is stopped; 0: never.
+	maxFailedStarts int
+	idle            idlePolicy
+}
+
+// soonest is the sooner of two waits, either 0 for none.
+func soonest(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// workspaceStatus is the pure phase machine: the previous status, the pods, the policy and the
+// time in; the new status out, and why the IDE is failing when it is.
+func workspaceStatus(ws *infrav1alpha1.Workspace, pods []corev1.Pod, pol policy, now time.Time) (infrav1alpha1.WorkspaceStatus, problem) {
 	prev := ws.Status
 	st := infrav1alpha1.WorkspaceStatus{Port: orDefault(ws.Spec.Port, workspace.DefaultPort), URL: workspaceURL(ws)}
 	live := livePods(pods)
-	if !ws.Spec.WantsRunning() {
-		st.Phase, st.Message = infrav1alpha1.WorkspaceStopped, "stopped; the storage is kept"
-		if len(live) > 0 {
-			st.Phase, st.Message = infrav1alpha1.WorkspaceStopping, "waiting for the IDE pod to exit"
+	switch {
+	case !ws.Spec.WantsRunning():
+		st.Phase, st.Message = stoppedPhase(live), "stopped; the storage is kept"
+		if st.Phase == infrav1alpha1.WorkspaceStopping {
+			st.Message = "waiting for the IDE pod to exit"
 		}
-		return st
+		return st, problem{}
+	case ws.StoppedByOperator():
+		st.Phase, st.Message = stoppedPhase(live), prev.Message
+		st.StoppedReason, st.Restarts, st.FailedStarts = prev.StoppedReason, prev.Restarts, prev.FailedStarts
+		if st.StoppedReason != infrav1alpha1.StoppedStartFailed {
+			return st, problem{} // stopped for being unused: nothing failed
+		}
+		return st, problem{reason: infrav1alpha1.ReasonStartFailed, message: prev.Message}
 	}
 	if p := readyPod(live); p != nil {
 		st.Phase, st.NodeName, st.PodIP = infrav1alpha1.WorkspaceRunning, p.Spec.NodeName, p.Status.PodIP
+		st.Restarts, _ = podProblems(live)
 		st.StartedAt = prev.StartedAt
 		if prev.Phase != infrav1alpha1.WorkspaceRunning || st.StartedAt == nil {
 			st.StartedAt = readySince(p, now)
 		}
-		return st
+		return idleStatus(ws, st, pol.idle, now), problem{}
 	}
-	// Starting: the timeout counts from when this start began.
+	return startingStatus(ws, st, live, pol.maxFailedStarts, now)
+}
+
+// stoppedPhase is Stopping while the IDE pod is still there, else Stopped.
+func stoppedPhase(live []corev1.Pod) infrav1alpha1.WorkspacePhase {
+	if len(live) > 0 {
+		return infrav1alpha1.WorkspaceStopping
+	}
+	return infrav1alpha1.WorkspaceStopped
+}
+
+// startingStatus is a start in progress: the timeout counts from when it began; a container
+// that cannot start makes it Failed at once, and maxFailedStarts exits (0: no limit) stop it.
+func startingStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, live []corev1.Pod, maxFailedStarts int, now time.Time) (infrav1alpha1.WorkspaceStatus, problem) {
+	prev := ws.Status
 	st.StartRequestedAt = prev.StartRequestedAt
 	if !isStarting(prev.Phase) || st.StartRequestedAt == nil {
 		t := metav1.NewTime(now.Truncate(time.Second))
 		st.StartRequestedAt = &t
 	}
+	var failed int32 // failed starts before this reconcile: none when this start is new
+	if isStarting(prev.Phase) && prev.StartRequestedAt != nil {
+		failed = prev.FailedStarts
+	}
 	st.Phase, st.Message = startingPhase(live)
-	if now.Sub(st.StartRequestedAt.Time) >= startTimeout(ws) {
+	var failure problem
+	st.Restarts, failure = podProblems(live)
+	// Exits since the status last written: a new pod counts from zero.
+	st.FailedStarts = failed + max(0, st.Restarts-prev.Restarts)
+	switch {
+	case maxFailedStarts > 0 && int(st.FailedStarts) >= maxFailedStarts:
+		last := failure.message
+		if last == "" {
+			last = st.Message
+		}
+		st.Phase, st.StoppedReason = infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedStartFailed
+		st.Message = fmt.Sprintf("stopped after %d failed starts; the storage is kept: %s", st.FailedStarts, last)
+		return st, problem{reason: infrav1alpha1.ReasonStartFailed, message: st.Message}
+	case failure.reason != "":
+		st.Phase, st.Message = infrav1alpha1.WorkspaceFailed, failure.message
+		return st, failure
+	case now.Sub(st.StartRequestedAt.Time) >= startTimeout(ws):
 		st.Phase = infrav1alpha1.WorkspaceFailed
 		st.Message = fmt.Sprintf("the IDE did not become ready within %s: %s", startTimeout(ws), st.Message)
+		return st, problem{reason: infrav1alpha1.ReasonStartTimedOut, message: st.Message}
 	}
-	return st
+	return st, problem{}
 }
 
 func isStarting(p infrav1alpha1.WorkspacePhase) bool {

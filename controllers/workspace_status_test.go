@@ -55,27 +55,35 @@ func TestWorkspacePhases(t *testing.T) {
 		node    string
 		requeue bool
 		awaited bool
+		reason  string // the Degraded reason; none when empty
 	}{
-		{"new: no pod yet", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true, false},
-		{"unscheduled", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true, false},
+		{"new: no pod yet", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true, false, ""},
+		{"unscheduled", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true, false, ""},
 		{"pulling", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceStarting, "ContainerCreating", "", true, false},
+			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceStarting, "ContainerCreating", "", true, false, ""},
 		{"ready", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true},
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true, ""},
 		{"start timed out", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &long}),
-			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, infrav1alpha1.WorkspaceFailed, "within 2m0s: ide: ImagePullBackOff", "", false, true},
+			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceFailed, "within 2m0s: ide: ContainerCreating", "", false, true, infrav1alpha1.ReasonStartTimedOut},
+		{"image cannot be pulled: failed at once", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, infrav1alpha1.WorkspaceFailed, "container ide", "", false, true, infrav1alpha1.ReasonImagePullFailed},
+		{"crash loop: failed at once", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			[]corev1.Pod{crashing(1)}, infrav1alpha1.WorkspaceFailed, "last exit 9 (Error): node: bad option", "", false, true, infrav1alpha1.ReasonCrashLoop},
 		{"failed recovers when ready", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &long}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true},
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true, ""},
 		{"stopping", testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceStopping, "exit", "", false, false},
+			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceStopping, "exit", "", false, false, ""},
 		{"stopped", testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}),
-			[]corev1.Pod{deleting}, infrav1alpha1.WorkspaceStopped, "storage is kept", "", false, false},
+			[]corev1.Pod{deleting}, infrav1alpha1.WorkspaceStopped, "storage is kept", "", false, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := workspaceStatus(tc.ws, tc.pods, t0)
+			st, failure := workspaceStatus(tc.ws, tc.pods, policy{maxFailedStarts: DefaultMaxFailedStarts}, t0)
 			if st.Phase != tc.phase || !strings.Contains(st.Message, tc.msg) || st.NodeName != tc.node {
 				t.Errorf("status = %s %q on %q, want %s containing %q on %q", st.Phase, st.Message, st.NodeName, tc.phase, tc.msg, tc.node)
+			}
+			if failure.reason != tc.reason || (failure.reason != "" && failure.message != st.Message) {
+				t.Errorf("failing %+v, want reason %q with the status message %q", failure, tc.reason, st.Message)
 			}
 			if got := untilTimeout(tc.ws, st, t0) > 0; got != tc.requeue {
 				t.Errorf("requeue for the timeout = %v, want %v", got, tc.requeue)
@@ -92,7 +100,7 @@ func TestWorkspacePhases(t *testing.T) {
 
 func TestWorkspaceStartTimeoutCountsFromTheStart(t *testing.T) {
 	ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopped})
-	st := workspaceStatus(ws, nil, t0)
+	st, _ := workspaceStatus(ws, nil, policy{}, t0)
 	if st.StartRequestedAt == nil || !st.StartRequestedAt.Time.Equal(t0) {
 		t.Fatalf("startRequestedAt = %v, want now when a stopped workspace starts", st.StartRequestedAt)
 	}
@@ -100,9 +108,65 @@ func TestWorkspaceStartTimeoutCountsFromTheStart(t *testing.T) {
 		t.Errorf("90s into a 2m timeout: requeue after %s, want 30s", d)
 	}
 	ws.Status = st
-	later := workspaceStatus(ws, nil, t0.Add(90*time.Second))
+	later, _ := workspaceStatus(ws, nil, policy{}, t0.Add(90*time.Second))
 	if !later.StartRequestedAt.Time.Equal(t0) {
 		t.Errorf("the start time moved to %v while still starting", later.StartRequestedAt)
+	}
+}
+
+// crashing is an IDE pod whose container exited restarts times and waits to be started again.
+func crashing(restarts int32) corev1.Pod {
+	p := pod("n1", corev1.PodRunning, false, "CrashLoopBackOff")
+	p.Name = "alice-go-ide-1"
+	cs := &p.Status.ContainerStatuses[0]
+	cs.Image, cs.RestartCount = "ide:1", restarts
+	cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 9, Reason: "Error", Message: "node: bad option: --no-such-option"}
+	return p
+}
+
+// TestFailedStartsStopTheWorkspace: at the limit of failed starts the workspace is stopped, its
+// storage kept, until its spec changes; below it, or with no limit, it goes on failing.
+func TestFailedStartsStopTheWorkspace(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-30 * time.Second))
+	ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &started})
+	ws.Generation, ws.Status.ObservedGeneration = 2, 2
+	if st, _ := workspaceStatus(ws, []corev1.Pod{crashing(2)}, policy{maxFailedStarts: 3}, t0); st.Phase != infrav1alpha1.WorkspaceFailed || st.StoppedReason != "" || st.FailedStarts != 2 {
+		t.Errorf("2 failed starts of 3: %s, stopped %q, failed starts %d; want Failed, not stopped, 2", st.Phase, st.StoppedReason, st.FailedStarts)
+	}
+	if st, _ := workspaceStatus(ws, []corev1.Pod{crashing(30)}, policy{maxFailedStarts: 0}, t0); st.StoppedReason != "" {
+		t.Errorf("no limit: stopped %q", st.StoppedReason)
+	}
+	// An IDE that ran, exiting 5 times over its life and becoming ready again each time, and
+	// now exits once more: one failed start, not six.
+	ran := testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning, Restarts: 5})
+	if st, _ := workspaceStatus(ran, []corev1.Pod{crashing(6)}, policy{maxFailedStarts: 3}, t0); st.FailedStarts != 1 || st.StoppedReason != "" || st.Restarts != 6 {
+		t.Errorf("a running IDE that exits: failed starts %d, restarts %d, stopped %q; want 1, 6, not stopped", st.FailedStarts, st.Restarts, st.StoppedReason)
+	}
+	st, failure := workspaceStatus(ws, []corev1.Pod{crashing(3)}, policy{maxFailedStarts: 3}, t0)
+	if st.Phase != infrav1alpha1.WorkspaceStopping || st.StoppedReason != infrav1alpha1.ReasonStartFailed || failure.reason != infrav1alpha1.ReasonStartFailed {
+		t.Fatalf("3 failed starts of 3: %s, stopped %q, failing %+v; want Stopping, StartFailed", st.Phase, st.StoppedReason, failure)
+	}
+	if !strings.Contains(st.Message, "after 3 failed starts") || !strings.Contains(st.Message, "node: bad option") {
+		t.Errorf("message %q does not say how often and what failed", st.Message)
+	}
+	if ws.Runs() != true {
+		t.Fatal("a workspace runs until the status that stops it is written")
+	}
+	ws.Status, ws.Status.ObservedGeneration = st, ws.Generation // as the engine writes it
+	if ws.Runs() {
+		t.Error("the stopped workspace still runs: its next render would start the IDE again")
+	}
+	gone, failure := workspaceStatus(ws, nil, policy{maxFailedStarts: 3}, t0.Add(time.Minute))
+	if gone.Phase != infrav1alpha1.WorkspaceStopped || gone.StoppedReason != infrav1alpha1.ReasonStartFailed || failure.reason != infrav1alpha1.ReasonStartFailed || gone.Message != st.Message {
+		t.Errorf("once the pod is gone: %s %q, stopped %q, failing %+v; want Stopped, the same message, StartFailed", gone.Phase, gone.Message, gone.StoppedReason, failure)
+	}
+	ws.Status, ws.Status.ObservedGeneration, ws.Generation = gone, 2, 3 // a change to the spec: Start, or a fixed image
+	if !ws.Runs() {
+		t.Fatal("a changed spec does not start the workspace again")
+	}
+	again, failure := workspaceStatus(ws, nil, policy{maxFailedStarts: 3}, t0.Add(2*time.Minute))
+	if again.Phase != infrav1alpha1.WorkspacePending || again.StoppedReason != "" || failure.reason != "" || !again.StartRequestedAt.Time.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("started again: %s, stopped %q, failing %+v, start at %v; want Pending from now", again.Phase, again.StoppedReason, failure, again.StartRequestedAt)
 	}
 }
 

@@ -52,8 +52,26 @@ const (
 	// volume was retained, and that volume belongs to another user; it is left untouched.
 	ReasonVolumeOwnedByAnotherUser = "VolumeOwnedByAnotherUser"
 	// ReasonChildFailed: a child reports that it failed (kstatus Failed), or the pods it runs
-	// do (a container that keeps restarting, an image that cannot be pulled).
+	// do for a reason none of the three below names.
 	ReasonChildFailed = "ChildFailed"
+	// ReasonCrashLoop: a container the resource runs keeps exiting (the kubelet's
+	// CrashLoopBackOff). The message names the pod, the container, its image, the restarts and
+	// the last exit code and message.
+	ReasonCrashLoop = "CrashLoop"
+	// ReasonImagePullFailed: an image the resource runs cannot be pulled (ImagePullBackOff,
+	// an invalid image name, or a never-pull policy with the image absent). The message names
+	// the image and the runtime's error.
+	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonContainerCannotStart: the runtime cannot create or start a container (a missing
+	// ConfigMap key, a command that does not exist in the image). The message names it.
+	ReasonContainerCannotStart = "ContainerCannotStart"
+	// ReasonStartTimedOut: a Workspace's IDE did not become ready within spec.startTimeout; the
+	// message says what it was waiting for.
+	ReasonStartTimedOut = "StartTimedOut"
+	// ReasonStartFailed: the operator stopped a Workspace after its IDE failed to start
+	// --workspace-max-failed-starts times (status.stoppedReason says so too); the message
+	// gives the last failure. The storage is kept; any change to the spec starts it again.
+	ReasonStartFailed = "StartFailed"
 	// ReasonPaused: the CR carries the pause annotation; nothing is reconciled.
 	ReasonPaused = "Paused"
 	// ReasonDeleting: the CR is being deleted and its children are being torn down.
@@ -109,4 +127,10 @@ const (
 	// CEL rule lets pass unchanged). Only this event can say so; nothing is retried until the
 	// spec changes.
 	EventResourceInvalid = "ResourceInvalid"
+	// EventIdleWarning: a Workspace unused for most of its idle timeout will be stopped at
+	// status.idleStopAt unless used before; the message says when.
+	EventIdleWarning = "IdleWarning"
+	// EventStoppedByOperator: the operator stopped a Workspace its spec asks to run
+	// (status.stoppedReason: Idle, or StartFailed); the message says why. Its volume is kept.
+	EventStoppedByOperator = "StoppedByOperator"
 )

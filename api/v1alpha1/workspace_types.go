@@ -193,11 +193,48 @@ type WorkspaceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration such as 90s or 5m"
 	// +optional
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
+
+	// IdleTimeout stops the IDE after it has been unused this long (no editor or terminal
+	// activity, no call on it through the workspace API), keeping its storage: at most the
+	// operator's --workspace-idle-timeout when that is set; unset, the operator's. A warning
+	// (status.idleStopAt) comes first. At least 1m, at most 32 characters.
+	// +kubebuilder:validation:XValidation:rule="size(self) <= 32",message="must be at most 32 characters"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="must be a duration of at least 1m, such as 30m or 2h"
+	// +optional
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
+	// StartRequests counts the starts asked for again after the operator stopped the workspace
+	// (status.stoppedReason): like any change to the spec, raising it starts the workspace
+	// again. The API's Start raises it; with kubectl, fixing the spec is enough.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	StartRequests int64 `json:"startRequests,omitempty"`
 }
 
 // WantsRunning reports whether the spec asks for the IDE to run: running unset or true.
 func (s *WorkspaceSpec) WantsRunning() bool {
 	return s.Running == nil || *s.Running
+}
+
+// Why the operator stopped a workspace whose spec asks it to run (status.stoppedReason).
+const (
+	// StoppedStartFailed: its IDE failed to start --workspace-max-failed-starts times.
+	StoppedStartFailed = ReasonStartFailed
+	// StoppedIdle: its IDE was unused for its idle timeout.
+	StoppedIdle = "Idle"
+)
+
+// StoppedByOperator reports whether the operator stopped the workspace although its spec asks
+// for it to run (status.stoppedReason), and no change to the spec has been made since: the
+// generation it stopped at is still the one observed.
+func (ws *Workspace) StoppedByOperator() bool {
+	return ws.Status.StoppedReason != "" && ws.Status.ObservedGeneration == ws.Generation
+}
+
+// Runs reports whether the IDE is to run: the spec asks for it and the operator has not
+// stopped it.
+func (ws *Workspace) Runs() bool {
+	return ws.Spec.WantsRunning() && !ws.StoppedByOperator()
 }
 
 // WorkspaceStatus is what the operator observed of the workspace.
@@ -229,6 +266,27 @@ type WorkspaceStatus struct {
 	// StartRequestedAt is when the current start began; the start timeout counts from it.
 	// +optional
 	StartRequestedAt *metav1.Time `json:"startRequestedAt,omitempty"`
+	// Restarts counts the restarts of the IDE pod's containers: exits, whether the IDE was
+	// starting or running. Always written, 0 included: a count, which tools read as filled in.
+	// +optional
+	Restarts int32 `json:"restarts"`
+	// FailedStarts counts the IDE's exits during the current start, before it was ready; at
+	// the operator's --workspace-max-failed-starts the workspace is stopped. An IDE that was
+	// running and exits starts again: that exit is the new start's first failure. Always
+	// written, 0 included.
+	// +optional
+	FailedStarts int32 `json:"failedStarts"`
+	// StoppedReason, when set, says why the operator stopped a workspace whose spec asks it to
+	// run: StartFailed, after --workspace-max-failed-starts failed starts (Message says what
+	// failed), or Idle, after its idle timeout unused. Its storage is kept and it counts as
+	// stopped for the quota; any change to the spec (the API's Start raises
+	// spec.startRequests) starts it again.
+	// +optional
+	StoppedReason string `json:"stoppedReason,omitempty"`
+	// IdleStopAt is when the IDE will be stopped for being unused, set from the warning on
+	// (the operator's --workspace-idle-warning before it); any use postpones it.
+	// +optional
+	IdleStopAt *metav1.Time `json:"idleStopAt,omitempty"`
 	// IngressHost is the host this workspace claims (spec.ingress.host, in lower case), and
 	// IngressHostClaimedAt when it first did: a host is held by the workspace whose claim is
 	// the earliest, so that moving an older workspace onto a host another one is served at
@@ -271,6 +329,9 @@ type WorkspaceStatus struct {
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.podIP`,priority=1
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Failed starts",type=integer,JSONPath=`.status.failedStarts`,priority=1
+// +kubebuilder:printcolumn:name="Stopped",type=string,JSONPath=`.status.stoppedReason`,priority=1
+// +kubebuilder:printcolumn:name="Idle stop",type=string,JSONPath=`.status.idleStopAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Workspace struct {
 	metav1.TypeMeta   `json:",inline"`

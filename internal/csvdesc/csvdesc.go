@@ -51,8 +51,10 @@ var statusWidgets = map[string]string{
 	"conditions": xStatusConditions,
 	"phase":      xStatusPhase,
 	"message":    xStatusPhaseReason,
-	"url":        xStatusLink,
-	"nodeName":   xResourcePrefix + "Node",
+	// Why the operator stopped a workspace: it explains the phase Stopped.
+	"stoppedReason": xStatusPhaseReason,
+	"url":           xStatusLink,
+	"nodeName":      xResourcePrefix + "Node",
 }
 
 // resourceNameSuffixes turn a spec field that names an object into a link to that kind.

@@ -58,6 +58,16 @@ type StatusResult struct {
 	// FailureReason is the Degraded condition's reason for Failure when no child failed too:
 	// the kind's own documented reason; ReasonChildFailed when empty.
 	FailureReason string
+	// Notice, when its Reason is set, is a Normal event to record with this status: it is
+	// recorded when the status is written with a change, so a notice a kind returns on every
+	// reconcile of the same status is recorded once.
+	Notice Notice
+}
+
+// Notice is an event a kind records about a resource: a documented constant reason and a
+// message.
+type Notice struct {
+	Reason, Message string
 }
 
 // PodObserver is implemented by lifecycles whose status needs the pods that the chart's

@@ -18,6 +18,7 @@ type engineMetrics struct {
 	applySeconds  *prometheus.HistogramVec
 	children      *prometheus.GaugeVec
 	resources     *prometheus.GaugeVec
+	failures      *prometheus.CounterVec
 
 	mu sync.Mutex
 	// seen is what each CR last reported, from which the gauges are counted.
@@ -43,7 +44,7 @@ func sharedMetrics() *engineMetrics {
 	defaultMetricsOnce.Do(func() {
 		defaultMetrics = newEngineMetrics()
 		metrics.Registry.MustRegister(defaultMetrics.renderSeconds, defaultMetrics.applySeconds,
-			defaultMetrics.children, defaultMetrics.resources)
+			defaultMetrics.children, defaultMetrics.resources, defaultMetrics.failures)
 	})
 	return defaultMetrics
 }
@@ -63,6 +64,9 @@ func newEngineMetrics() *engineMetrics {
 		resources: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cloudspace_resources", Help: "Custom resources by condition type and status.",
 		}, []string{"kind", "condition", "status"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloudspace_failures_total", Help: "Custom resources that became Degraded, by the condition's reason.",
+		}, []string{"kind", "reason"}),
 		seen: map[string]map[types.NamespacedName]seenResource{}, encodings: map[string]string{},
 	}
 }
@@ -82,6 +86,19 @@ func (m *engineMetrics) observeConditions(kind string, key types.NamespacedName,
 		}
 		r.conditions = enc
 	})
+}
+
+// observeFailure counts a CR that became Degraded, or Degraded for another reason: before and
+// after are its Degraded condition before and after this reconcile. A reason is one of the
+// engine's or a kind's documented constants, so the series are bounded by kind and reason.
+func (m *engineMetrics) observeFailure(kind string, before metav1.Condition, after *metav1.Condition) {
+	if after == nil || after.Status != metav1.ConditionTrue {
+		return
+	}
+	if before.Status == metav1.ConditionTrue && before.Reason == after.Reason {
+		return
+	}
+	m.failures.WithLabelValues(kind, after.Reason).Inc()
 }
 
 // observeChildren records how many children a CR has, in the children gauge.

@@ -54,3 +54,32 @@ func TestChildrenByKind(t *testing.T) {
 		t.Errorf("after forgetting one Demo: children = %v, want 198", got)
 	}
 }
+
+// TestFailuresCountTransitions: a resource counts once when it becomes Degraded and once more
+// when its reason changes, not on every reconcile that finds it still failing.
+func TestFailuresCountTransitions(t *testing.T) {
+	m := newEngineMetrics()
+	degraded := func(s metav1.ConditionStatus, reason string) *metav1.Condition {
+		return &metav1.Condition{Type: "Degraded", Status: s, Reason: reason}
+	}
+	count := func(reason string) float64 {
+		return testutil.ToFloat64(m.failures.WithLabelValues("Workspace", reason))
+	}
+	steps := []struct{ before, after *metav1.Condition }{
+		{nil, degraded(metav1.ConditionFalse, "Applying")},
+		{degraded(metav1.ConditionFalse, "Applying"), degraded(metav1.ConditionTrue, "CrashLoop")},
+		{degraded(metav1.ConditionTrue, "CrashLoop"), degraded(metav1.ConditionTrue, "CrashLoop")},
+		{degraded(metav1.ConditionTrue, "CrashLoop"), degraded(metav1.ConditionTrue, "StartFailed")},
+		{degraded(metav1.ConditionTrue, "StartFailed"), nil},
+	}
+	for _, s := range steps {
+		var before metav1.Condition
+		if s.before != nil {
+			before = *s.before
+		}
+		m.observeFailure("Workspace", before, s.after)
+	}
+	if count("CrashLoop") != 1 || count("StartFailed") != 1 || count("Applying") != 0 {
+		t.Errorf("CrashLoop %v, StartFailed %v, Applying %v; want 1, 1, 0", count("CrashLoop"), count("StartFailed"), count("Applying"))
+	}
+}

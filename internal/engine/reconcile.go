@@ -17,6 +17,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,6 +75,7 @@ type scope struct {
 	fields       map[string]any // the kind's status fields (Lifecycle.Status)
 	progress     []string       // the fields that only count progress
 	prompt       bool           // the kind wants this status written at once
+	notice       Notice         // the kind's event, recorded when the status is written changed
 	outcome      outcome
 	firstInstall bool          // no child was applied before: the status has no inventory
 	released     bool          // our finalizer is gone: forget the resource once its status is written
@@ -305,12 +307,24 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 	if s.stale {
 		return nil // computed from reads a write found stale
 	}
+	var before metav1.Condition
+	if c := meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionDegraded); c != nil {
+		before = *c
+	}
 	setStatus(&s.status, s.outcome)
 	r.metrics.observeConditions(r.gvk.Kind, client.ObjectKeyFromObject(s.obj), s.status.Conditions)
+	r.metrics.observeFailure(r.gvk.Kind, before, meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionDegraded))
 	if err := writeStatus(s.obj, s.status, s.fields); err != nil {
 		return fmt.Errorf("building status: %w", err)
 	}
-	return r.status.write(ctx, base, s)
+	changed := !equalStatus(base, s.obj)
+	if err := r.status.write(ctx, base, s); err != nil {
+		return err
+	}
+	if changed && s.deferred == 0 && s.notice.Reason != "" {
+		r.event(s.obj, false, s.notice.Reason, "%s", s.notice.Message)
+	}
+	return nil
 }
 
 // event records an event on the custom resource.

@@ -43,6 +43,7 @@ func probeCalls(v1 *v1Service, seed *seedService) map[string]func(ctx context.Co
 		"v1.Delete":            func(ctx context.Context, n string) (any, error) { return v1.Delete(ctx, ref(n)) },
 		"v1.GetAccess":         func(ctx context.Context, n string) (any, error) { return v1.GetAccess(ctx, ref(n)) },
 		"v1.RotateAccess":      func(ctx context.Context, n string) (any, error) { return v1.RotateAccess(ctx, ref(n)) },
+		"v1.KeepAlive":         func(ctx context.Context, n string) (any, error) { return v1.KeepAlive(ctx, ref(n)) },
 		"seed.GetPodSpaceInfo": func(ctx context.Context, n string) (any, error) { return seed.GetPodSpaceInfo(ctx, q(n)) },
 		"seed.DeleteSpace":     func(ctx context.Context, n string) (any, error) { return seed.DeleteSpace(ctx, q(n)) },
 		"seed.GetPodSpaceStatus": func(ctx context.Context, n string) (any, error) {

@@ -198,13 +198,13 @@ func (u *userLock) forget() {
 	u.base = nil
 }
 
-// stopped reports whether a workspace counts as stopped for the quota: asked to stop, and its
-// IDE pod gone (phase Stopped), not merely on its way out. No phase is no news: the operator
+// stopped reports whether a workspace counts as stopped for the quota: asked to stop (or
+// stopped by the operator after failed starts), and its IDE pod gone (phase Stopped), not merely on its way out. No phase is no news: the operator
 // writes none while it cannot render the workspace (a limit lowered under it, say), and the IDE
 // started before may still run. Only a workspace the operator never applied anything for (no
 // inventory) is known to run nothing.
 func stopped(ws *infrav1alpha1.Workspace) bool {
-	asked := !ws.Spec.WantsRunning()
+	asked := !ws.Runs()
 	neverApplied := ws.Status.Phase == "" && ws.Status.Inventory == nil
 	return asked && (ws.Status.Phase == infrav1alpha1.WorkspaceStopped || neverApplied)
 }

@@ -49,6 +49,7 @@ type config struct {
 	maxRetained   int
 	limits        workspace.Limits
 	accessKey     []byte
+	activity      *workspace.Activity // nil: calls are not recorded as use
 	stopTimeout   time.Duration
 	conn          connLimits
 	user          userLimitsConfig
@@ -200,6 +201,12 @@ func WithMaxRetainedVolumes(n int) Option {
 // workspace.DefaultLimits); the operator's Workspace lifecycle enforces the same.
 func WithWorkspaceLimits(l workspace.Limits) Option {
 	return func(c *config) error { c.limits = l; return nil }
+}
+
+// WithActivity records each call on a workspace as a use of it, which postpones its idle stop
+// (the Workspace lifecycle's idle policy reads the same record).
+func WithActivity(a *workspace.Activity) Option {
+	return func(c *config) error { c.activity = a; return nil }
 }
 
 // WithAccessKey is the operator key the IDE passwords are derived from (internal/access), the

@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -13,6 +14,7 @@ import (
 var v1Fields = fields{
 	name: "workspace.name", namespace: "workspace.namespace", image: "workspace.image", port: "workspace.port",
 	cpu: "workspace.cpu", memory: "workspace.memory", storage: "workspace.storage", git: "workspace.git_url",
+	idleTimeout: "workspace.idle_timeout",
 }
 
 var refFields = fields{name: "name", namespace: "namespace"}
@@ -27,6 +29,13 @@ func (s *v1Service) Create(ctx context.Context, in *workspacev1.CreateWorkspaceR
 	r := in.GetWorkspace()
 	sp := spec{name: r.GetName(), namespace: r.GetNamespace(), image: r.GetImage(), port: r.GetPort(),
 		cpu: r.GetCpu(), memory: r.GetMemory(), storage: r.GetStorage(), git: r.GetGitUrl(), retain: r.GetRetainStorage()}
+	if v := r.GetIdleTimeout(); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, invalid(v1Fields.idleTimeout, "%q is not a duration (like 30m or 2h)", v)
+		}
+		sp.idleTimeout = d // its bounds are the CRD's, which the create's dry run applies
+	}
 	if err := s.w.validate(&sp, v1Fields); err != nil {
 		return nil, err
 	}
@@ -122,8 +131,14 @@ func (s *v1Service) access(ws *infrav1alpha1.Workspace) *workspacev1.WorkspaceAc
 	return &workspacev1.WorkspaceAccess{Url: ws.Status.URL, Rotation: rot, Password: access.Password(s.w.cfg.accessKey, ws.UID, rot)}
 }
 
+// KeepAlive marks the workspace used (ownedFrom does, for every call on it), postponing its
+// idle stop.
+func (s *v1Service) KeepAlive(ctx context.Context, in *workspacev1.WorkspaceRef) (*workspacev1.Workspace, error) {
+	return s.Get(ctx, in)
+}
+
 // Watch streams the user's workspaces: their state when the call starts, then every phase
-// change and deletion, until the caller ends the call.
+// change, idle warning and deletion, until the caller ends the call.
 func (s *v1Service) Watch(in *workspacev1.WatchWorkspacesRequest, stream workspacev1.WorkspaceService_WatchServer) error {
 	ctx := stream.Context()
 	user := userFrom(ctx)
@@ -146,7 +161,7 @@ func (s *v1Service) Watch(in *workspacev1.WatchWorkspacesRequest, stream workspa
 	defer release()
 	poke, stop := s.w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Spec.Owner == user })
 	defer stop()
-	sent := map[types.NamespacedName]string{}
+	sent := map[types.NamespacedName]watched{}
 	for {
 		if err := s.sendChanges(ctx, stream, user, ns, in.GetName(), sent); err != nil {
 			return err
@@ -161,7 +176,7 @@ func (s *v1Service) Watch(in *workspacev1.WatchWorkspacesRequest, stream workspa
 
 // sendChanges compares the user's workspaces with what the stream has been told and sends
 // the differences.
-func (s *v1Service) sendChanges(ctx context.Context, stream workspacev1.WorkspaceService_WatchServer, user, ns, name string, sent map[types.NamespacedName]string) error {
+func (s *v1Service) sendChanges(ctx context.Context, stream workspacev1.WorkspaceService_WatchServer, user, ns, name string, sent map[types.NamespacedName]watched) error {
 	list, err := s.w.userWorkspaces(ctx, s.w.c, user, ns)
 	if err != nil {
 		return err
@@ -175,13 +190,17 @@ func (s *v1Service) sendChanges(ctx context.Context, stream workspacev1.Workspac
 		key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
 		seen[key] = true
 		prev, known := sent[key]
+		now := watchedOf(ws)
 		typ := workspacev1.WorkspaceEvent_PHASE_CHANGED
-		if !known {
+		switch {
+		case !known:
 			typ = workspacev1.WorkspaceEvent_ADDED
-		} else if prev == string(ws.Status.Phase) {
+		case prev == now:
 			continue
+		case prev.phase == now.phase:
+			typ = workspacev1.WorkspaceEvent_IDLE_WARNING
 		}
-		sent[key] = string(ws.Status.Phase)
+		sent[key] = now
 		if err := stream.Send(&workspacev1.WorkspaceEvent{Type: typ, Workspace: toV1(ws)}); err != nil {
 			return err
 		}
@@ -198,6 +217,20 @@ func (s *v1Service) sendChanges(ctx context.Context, stream workspacev1.Workspac
 	return nil
 }
 
+// watched is what a Watch stream has told of a workspace: a change to either is an event.
+type watched struct {
+	phase      infrav1alpha1.WorkspacePhase
+	idleStopAt string
+}
+
+func watchedOf(ws *infrav1alpha1.Workspace) watched {
+	w := watched{phase: ws.Status.Phase}
+	if t := ws.Status.IdleStopAt; t != nil {
+		w.idleStopAt = t.UTC().Format(time.RFC3339)
+	}
+	return w
+}
+
 func toV1OrNil(ws *infrav1alpha1.Workspace) *workspacev1.Workspace {
 	if ws == nil {
 		return nil
@@ -208,9 +241,15 @@ func toV1OrNil(ws *infrav1alpha1.Workspace) *workspacev1.Workspace {
 func toV1(ws *infrav1alpha1.Workspace) *workspacev1.Workspace {
 	out := &workspacev1.Workspace{
 		Name: ws.Name, Namespace: ws.Namespace, Owner: ws.Spec.Owner, Image: ws.Spec.Image, Port: uint32(ws.Spec.Port),
-		Running: ws.Spec.WantsRunning(), Phase: string(ws.Status.Phase), Message: ws.Status.Message,
+		Running: ws.Runs(), Phase: string(ws.Status.Phase), Message: ws.Status.Message,
 		NodeName: ws.Status.NodeName, PodIp: ws.Status.PodIP, Url: ws.Status.URL,
-		RetainStorage: ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain,
+		RetainStorage: ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain, StoppedReason: ws.Status.StoppedReason,
+	}
+	if t := ws.Status.IdleStopAt; t != nil {
+		out.IdleStopAt = t.UTC().Format(time.RFC3339)
+	}
+	if d := ws.Spec.IdleTimeout; d != nil {
+		out.IdleTimeout = d.Duration.String()
 	}
 	if q := ws.Spec.Resources.CPU; q != nil {
 		out.Cpu = q.String()

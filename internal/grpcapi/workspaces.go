@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,12 +45,13 @@ type spec struct {
 	port                      uint32
 	cpu, memory, storage, git string
 	retain                    bool
-	fields                    fields // the caller's names of the fields, for errors
+	idleTimeout               time.Duration // 0: the operator's
+	fields                    fields        // the caller's names of the fields, for errors
 }
 
 // fields names each spec field as the caller's message spells it, for InvalidArgument.
 type fields struct {
-	name, namespace, image, port, cpu, memory, storage, git string
+	name, namespace, image, port, cpu, memory, storage, git, idleTimeout string
 }
 
 // workspaces is what both services share: the cluster client, the notifier and the limits.
@@ -128,7 +130,7 @@ func createError(err error, name string, f fields) error {
 		return toStatus(err, "creating workspace "+name)
 	}
 	names := map[string]string{"spec.image": f.image, "spec.port": f.port, "spec.resources.cpu": f.cpu,
-		"spec.resources.memory": f.memory, "spec.storage.size": f.storage, "spec.git.url": f.git}
+		"spec.resources.memory": f.memory, "spec.storage.size": f.storage, "spec.git.url": f.git, "spec.idleTimeout": f.idleTimeout}
 	var msgs []string
 	for _, c := range st.Status().Details.Causes {
 		name := names[c.Field]
@@ -160,6 +162,9 @@ func (sp spec) object(user string) *infrav1alpha1.Workspace {
 	}
 	if sp.git != "" {
 		ws.Spec.Git = &infrav1alpha1.WorkspaceGit{URL: sp.git}
+	}
+	if sp.idleTimeout > 0 {
+		ws.Spec.IdleTimeout = &metav1.Duration{Duration: sp.idleTimeout}
 	}
 	return ws
 }
@@ -338,7 +343,7 @@ func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, 
 			return &ws, nil
 		case err == nil && ws.Status.Phase == infrav1alpha1.WorkspaceFailed:
 			w.abandon(key, uid, cleanup)
-			return nil, status.Errorf(codes.FailedPrecondition, "workspace %s failed: %s", key.Name, ws.Status.Message)
+			return nil, status.Errorf(codes.FailedPrecondition, "workspace %s failed (%s): %s", key.Name, failureReason(&ws), ws.Status.Message)
 		}
 		select {
 		case <-poke:
@@ -347,6 +352,15 @@ func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, 
 			return nil, status.Errorf(codes.DeadlineExceeded, "workspace %s was not running before the deadline", key.Name)
 		}
 	}
+}
+
+// failureReason is why a Failed workspace failed: its Degraded condition's reason (CrashLoop,
+// ImagePullFailed, StartTimedOut…).
+func failureReason(ws *infrav1alpha1.Workspace) string {
+	if c := meta.FindStatusCondition(ws.Status.Conditions, infrav1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Reason
+	}
+	return string(infrav1alpha1.WorkspaceFailed)
 }
 
 // abandon deletes the workspace this call created and could not bring up: the one with this
@@ -402,6 +416,7 @@ func (w *workspaces) ownedFrom(ctx context.Context, r client.Reader, user, ns, n
 	case err != nil:
 		return nil, toStatus(err, "reading workspace "+name)
 	}
+	w.cfg.activity.Used(ws.UID, time.Now()) // a call on it is a use: it postpones an idle stop
 	return ws, nil
 }
 
@@ -441,13 +456,19 @@ func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, runn
 		quota = &ask{running: true}
 	}
 	return w.change(ctx, user, ns, name, f, quota, func(ws *infrav1alpha1.Workspace) (bool, error) {
-		if ws.Spec.Running != nil && *ws.Spec.Running == running {
+		// A workspace the operator stopped (status.stoppedReason) starts again on a change to
+		// its spec: the count of such starts.
+		again := running && ws.StoppedByOperator()
+		if ws.Spec.Running != nil && *ws.Spec.Running == running && !again {
 			return false, nil
 		}
 		if ferr := w.cfg.limits.Check(&ws.Spec); running && ferr != nil {
 			return false, status.Errorf(codes.FailedPrecondition, "workspace %s cannot start: %v", name, ferr)
 		}
 		ws.Spec.Running = ptr.To(running)
+		if again {
+			ws.Spec.StartRequests++
+		}
 		return true, nil
 	})
 }

@@ -438,3 +438,46 @@ func TestStartOverALoweredLimitIsRefused(t *testing.T) {
 		t.Errorf("after the refused start: running %v, %v; want still stopped", *after.Spec.Running, err)
 	}
 }
+
+// TestStartAgainAfterTheOperatorStoppedIt: a workspace the operator stopped after failed starts
+// (its spec still asks to run) counts as stopped for the quota, and Start starts it again by
+// changing its spec; a second Start changes nothing more.
+func TestStartAgainAfterTheOperatorStoppedIt(t *testing.T) {
+	stoppedByOperator := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "crashy", UID: "crashy-uid", Generation: 4},
+		Spec: infrav1alpha1.WorkspaceSpec{Owner: "pia", Running: ptr.To(true)},
+		Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopped, ObservedGeneration: 4,
+			StoppedReason: infrav1alpha1.ReasonStartFailed, Message: "stopped after 3 failed starts"}}
+	other := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "fine"},
+		Spec: infrav1alpha1.WorkspaceSpec{Owner: "pia", Running: ptr.To(true)}, Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}}
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(stoppedByOperator, other).
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
+	cfg := defaultConfig()
+	cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
+	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	if err := allows(w, "pia", ask{running: true}); err != nil {
+		t.Errorf("one running, one stopped by the operator, quota 2: %v, want room for one more", err)
+	}
+	start := func() *infrav1alpha1.Workspace {
+		t.Helper()
+		if _, err := w.setRunning(context.Background(), "pia", "ides", "crashy", true, refFields); err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		var after infrav1alpha1.Workspace
+		if err := server.Get(context.Background(), client.ObjectKeyFromObject(stoppedByOperator), &after); err != nil {
+			t.Fatal(err)
+		}
+		return &after
+	}
+	after := start()
+	if after.Spec.StartRequests != 1 || !after.Spec.WantsRunning() {
+		t.Fatalf("after Start: startRequests %d, running %v; want 1, true", after.Spec.StartRequests, after.Spec.WantsRunning())
+	}
+	// The API server's part, which the fake client does not play: a new generation.
+	after.Generation++
+	if err := server.Update(context.Background(), after); err != nil {
+		t.Fatal(err)
+	}
+	if again := start(); again.Spec.StartRequests != 1 {
+		t.Errorf("a second Start of a workspace starting again: startRequests %d, want still 1", again.Spec.StartRequests)
+	}
+}

@@ -159,11 +159,22 @@ func (o *wsOptions) list(ctx context.Context) error {
 		return err
 	}
 	return o.print(out, func(w *tabwriter.Writer) {
-		row(w, "NAMESPACE", "NAME", "PHASE", "RUNNING", "URL")
+		row(w, "NAMESPACE", "NAME", "PHASE", "RUNNING", "URL", "IDLE STOP")
 		for _, ws := range out {
-			row(w, ws.GetNamespace(), ws.GetName(), ws.GetPhase(), ws.GetRunning(), ws.GetUrl())
+			row(w, ws.GetNamespace(), ws.GetName(), ws.GetPhase(), ws.GetRunning(), ws.GetUrl(), idleColumn(ws))
 		}
 	})
+}
+
+// idleColumn says when an unused workspace will be stopped, or that it was: "-" when neither.
+func idleColumn(ws *workspacev1.Workspace) string {
+	switch {
+	case ws.GetIdleStopAt() != "":
+		return ws.GetIdleStopAt()
+	case ws.GetStoppedReason() != "":
+		return "stopped: " + ws.GetStoppedReason()
+	}
+	return "-"
 }
 
 func (o *wsOptions) start(ctx context.Context, name string, wait bool) error {

@@ -35,6 +35,9 @@ const (
 	WorkspaceEvent_PHASE_CHANGED WorkspaceEvent_Type = 2
 	// The workspace is gone.
 	WorkspaceEvent_DELETED WorkspaceEvent_Type = 3
+	// The workspace will be stopped for being unused at workspace.idle_stop_at, unless a
+	// call on it (KeepAlive, say) comes first; or that warning was lifted (idle_stop_at empty).
+	WorkspaceEvent_IDLE_WARNING WorkspaceEvent_Type = 4
 )
 
 // Enum value maps for WorkspaceEvent_Type.
@@ -44,12 +47,14 @@ var (
 		1: "ADDED",
 		2: "PHASE_CHANGED",
 		3: "DELETED",
+		4: "IDLE_WARNING",
 	}
 	WorkspaceEvent_Type_value = map[string]int32{
 		"TYPE_UNSPECIFIED": 0,
 		"ADDED":            1,
 		"PHASE_CHANGED":    2,
 		"DELETED":          3,
+		"IDLE_WARNING":     4,
 	}
 )
 
@@ -113,6 +118,16 @@ type Workspace struct {
 	GitUrl string `protobuf:"bytes,15,opt,name=git_url,json=gitUrl,proto3" json:"git_url,omitempty"`
 	// RetainStorage keeps the volume when the workspace is deleted.
 	RetainStorage bool `protobuf:"varint,16,opt,name=retain_storage,json=retainStorage,proto3" json:"retain_storage,omitempty"`
+	// StoppedReason (out): why the operator stopped a workspace asked to run: "StartFailed"
+	// (its IDE failed to start too often) or "Idle" (unused for its idle timeout). Start brings
+	// it back.
+	StoppedReason string `protobuf:"bytes,17,opt,name=stopped_reason,json=stoppedReason,proto3" json:"stopped_reason,omitempty"`
+	// IdleStopAt (out): when the IDE will be stopped for being unused (RFC 3339), set from the
+	// warning on; any call on the workspace, KeepAlive included, postpones it.
+	IdleStopAt string `protobuf:"bytes,18,opt,name=idle_stop_at,json=idleStopAt,proto3" json:"idle_stop_at,omitempty"`
+	// IdleTimeout stops the IDE after it has been unused this long (a Go duration of at least
+	// 1m, such as "30m"): at most the server's own when it has one; the server's when empty.
+	IdleTimeout   string `protobuf:"bytes,19,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -257,6 +272,27 @@ func (x *Workspace) GetRetainStorage() bool {
 		return x.RetainStorage
 	}
 	return false
+}
+
+func (x *Workspace) GetStoppedReason() string {
+	if x != nil {
+		return x.StoppedReason
+	}
+	return ""
+}
+
+func (x *Workspace) GetIdleStopAt() string {
+	if x != nil {
+		return x.IdleStopAt
+	}
+	return ""
+}
+
+func (x *Workspace) GetIdleTimeout() string {
+	if x != nil {
+		return x.IdleTimeout
+	}
+	return ""
 }
 
 type CreateWorkspaceRequest struct {
@@ -714,7 +750,7 @@ var File_cloudspace_v1_workspace_proto protoreflect.FileDescriptor
 
 const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcloudspace/v1/workspace.proto\x12\rcloudspace.v1\"\x91\x03\n" +
+	"\x1dcloudspace/v1/workspace.proto\x12\rcloudspace.v1\"\xfd\x03\n" +
 	"\tWorkspace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -732,7 +768,11 @@ const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\x06pod_ip\x18\r \x01(\tR\x05podIp\x12\x10\n" +
 	"\x03url\x18\x0e \x01(\tR\x03url\x12\x17\n" +
 	"\agit_url\x18\x0f \x01(\tR\x06gitUrl\x12%\n" +
-	"\x0eretain_storage\x18\x10 \x01(\bR\rretainStorage\"d\n" +
+	"\x0eretain_storage\x18\x10 \x01(\bR\rretainStorage\x12%\n" +
+	"\x0estopped_reason\x18\x11 \x01(\tR\rstoppedReason\x12 \n" +
+	"\fidle_stop_at\x18\x12 \x01(\tR\n" +
+	"idleStopAt\x12!\n" +
+	"\fidle_timeout\x18\x13 \x01(\tR\vidleTimeout\"d\n" +
 	"\x16CreateWorkspaceRequest\x126\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x18.cloudspace.v1.WorkspaceR\tworkspace\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"@\n" +
@@ -751,19 +791,20 @@ const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\x17DeleteWorkspaceResponse\"J\n" +
 	"\x16WatchWorkspacesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xc9\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xdb\x01\n" +
 	"\x0eWorkspaceEvent\x126\n" +
 	"\x04type\x18\x01 \x01(\x0e2\".cloudspace.v1.WorkspaceEvent.TypeR\x04type\x126\n" +
-	"\tworkspace\x18\x02 \x01(\v2\x18.cloudspace.v1.WorkspaceR\tworkspace\"G\n" +
+	"\tworkspace\x18\x02 \x01(\v2\x18.cloudspace.v1.WorkspaceR\tworkspace\"Y\n" +
 	"\x04Type\x12\x14\n" +
 	"\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05ADDED\x10\x01\x12\x11\n" +
 	"\rPHASE_CHANGED\x10\x02\x12\v\n" +
-	"\aDELETED\x10\x03\"[\n" +
+	"\aDELETED\x10\x03\x12\x10\n" +
+	"\fIDLE_WARNING\x10\x04\"[\n" +
 	"\x0fWorkspaceAccess\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1a\n" +
 	"\bpassword\x18\x02 \x01(\tR\bpassword\x12\x1a\n" +
-	"\brotation\x18\x03 \x01(\x03R\brotation2\xaf\x05\n" +
+	"\brotation\x18\x03 \x01(\x03R\brotation2\xf3\x05\n" +
 	"\x10WorkspaceService\x12I\n" +
 	"\x06Create\x12%.cloudspace.v1.CreateWorkspaceRequest\x1a\x18.cloudspace.v1.Workspace\x12<\n" +
 	"\x03Get\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x18.cloudspace.v1.Workspace\x12S\n" +
@@ -773,7 +814,8 @@ const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\x06Delete\x12\x1b.cloudspace.v1.WorkspaceRef\x1a&.cloudspace.v1.DeleteWorkspaceResponse\x12H\n" +
 	"\tGetAccess\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x1e.cloudspace.v1.WorkspaceAccess\x12K\n" +
 	"\fRotateAccess\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x1e.cloudspace.v1.WorkspaceAccess\x12O\n" +
-	"\x05Watch\x12%.cloudspace.v1.WatchWorkspacesRequest\x1a\x1d.cloudspace.v1.WorkspaceEvent0\x01BKZIgithub.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1;workspacev1b\x06proto3"
+	"\x05Watch\x12%.cloudspace.v1.WatchWorkspacesRequest\x1a\x1d.cloudspace.v1.WorkspaceEvent0\x01\x12B\n" +
+	"\tKeepAlive\x12\x1b.cloudspace.v1.WorkspaceRef\x1a\x18.cloudspace.v1.WorkspaceBKZIgithub.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1;workspacev1b\x06proto3"
 
 var (
 	file_cloudspace_v1_workspace_proto_rawDescOnce sync.Once
@@ -817,17 +859,19 @@ var file_cloudspace_v1_workspace_proto_depIdxs = []int32{
 	3,  // 11: cloudspace.v1.WorkspaceService.GetAccess:input_type -> cloudspace.v1.WorkspaceRef
 	3,  // 12: cloudspace.v1.WorkspaceService.RotateAccess:input_type -> cloudspace.v1.WorkspaceRef
 	8,  // 13: cloudspace.v1.WorkspaceService.Watch:input_type -> cloudspace.v1.WatchWorkspacesRequest
-	1,  // 14: cloudspace.v1.WorkspaceService.Create:output_type -> cloudspace.v1.Workspace
-	1,  // 15: cloudspace.v1.WorkspaceService.Get:output_type -> cloudspace.v1.Workspace
-	6,  // 16: cloudspace.v1.WorkspaceService.List:output_type -> cloudspace.v1.ListWorkspacesResponse
-	1,  // 17: cloudspace.v1.WorkspaceService.Start:output_type -> cloudspace.v1.Workspace
-	1,  // 18: cloudspace.v1.WorkspaceService.Stop:output_type -> cloudspace.v1.Workspace
-	7,  // 19: cloudspace.v1.WorkspaceService.Delete:output_type -> cloudspace.v1.DeleteWorkspaceResponse
-	10, // 20: cloudspace.v1.WorkspaceService.GetAccess:output_type -> cloudspace.v1.WorkspaceAccess
-	10, // 21: cloudspace.v1.WorkspaceService.RotateAccess:output_type -> cloudspace.v1.WorkspaceAccess
-	9,  // 22: cloudspace.v1.WorkspaceService.Watch:output_type -> cloudspace.v1.WorkspaceEvent
-	14, // [14:23] is the sub-list for method output_type
-	5,  // [5:14] is the sub-list for method input_type
+	3,  // 14: cloudspace.v1.WorkspaceService.KeepAlive:input_type -> cloudspace.v1.WorkspaceRef
+	1,  // 15: cloudspace.v1.WorkspaceService.Create:output_type -> cloudspace.v1.Workspace
+	1,  // 16: cloudspace.v1.WorkspaceService.Get:output_type -> cloudspace.v1.Workspace
+	6,  // 17: cloudspace.v1.WorkspaceService.List:output_type -> cloudspace.v1.ListWorkspacesResponse
+	1,  // 18: cloudspace.v1.WorkspaceService.Start:output_type -> cloudspace.v1.Workspace
+	1,  // 19: cloudspace.v1.WorkspaceService.Stop:output_type -> cloudspace.v1.Workspace
+	7,  // 20: cloudspace.v1.WorkspaceService.Delete:output_type -> cloudspace.v1.DeleteWorkspaceResponse
+	10, // 21: cloudspace.v1.WorkspaceService.GetAccess:output_type -> cloudspace.v1.WorkspaceAccess
+	10, // 22: cloudspace.v1.WorkspaceService.RotateAccess:output_type -> cloudspace.v1.WorkspaceAccess
+	9,  // 23: cloudspace.v1.WorkspaceService.Watch:output_type -> cloudspace.v1.WorkspaceEvent
+	1,  // 24: cloudspace.v1.WorkspaceService.KeepAlive:output_type -> cloudspace.v1.Workspace
+	15, // [15:25] is the sub-list for method output_type
+	5,  // [5:15] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name

@@ -32,6 +32,7 @@ const (
 	WorkspaceService_GetAccess_FullMethodName    = "/cloudspace.v1.WorkspaceService/GetAccess"
 	WorkspaceService_RotateAccess_FullMethodName = "/cloudspace.v1.WorkspaceService/RotateAccess"
 	WorkspaceService_Watch_FullMethodName        = "/cloudspace.v1.WorkspaceService/Watch"
+	WorkspaceService_KeepAlive_FullMethodName    = "/cloudspace.v1.WorkspaceService/KeepAlive"
 )
 
 // WorkspaceServiceClient is the client API for WorkspaceService service.
@@ -49,8 +50,11 @@ type WorkspaceServiceClient interface {
 	// Gives the IDE a new password and returns it: the IDE restarts with it, the volume is kept,
 	// and the old password stops working once the new IDE pod serves.
 	RotateAccess(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*WorkspaceAccess, error)
-	// Streams phase changes of the user's workspaces until the call ends.
+	// Streams phase changes and idle warnings of the user's workspaces until the call ends.
 	Watch(ctx context.Context, in *WatchWorkspacesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WorkspaceEvent], error)
+	// Marks the workspace used now, which postpones its idle stop, and returns it. Any call on a
+	// workspace does the same; KeepAlive does nothing else.
+	KeepAlive(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*Workspace, error)
 }
 
 type workspaceServiceClient struct {
@@ -160,6 +164,16 @@ func (c *workspaceServiceClient) Watch(ctx context.Context, in *WatchWorkspacesR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkspaceService_WatchClient = grpc.ServerStreamingClient[WorkspaceEvent]
 
+func (c *workspaceServiceClient) KeepAlive(ctx context.Context, in *WorkspaceRef, opts ...grpc.CallOption) (*Workspace, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Workspace)
+	err := c.cc.Invoke(ctx, WorkspaceService_KeepAlive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkspaceServiceServer is the server API for WorkspaceService service.
 // All implementations must embed UnimplementedWorkspaceServiceServer
 // for forward compatibility.
@@ -175,8 +189,11 @@ type WorkspaceServiceServer interface {
 	// Gives the IDE a new password and returns it: the IDE restarts with it, the volume is kept,
 	// and the old password stops working once the new IDE pod serves.
 	RotateAccess(context.Context, *WorkspaceRef) (*WorkspaceAccess, error)
-	// Streams phase changes of the user's workspaces until the call ends.
+	// Streams phase changes and idle warnings of the user's workspaces until the call ends.
 	Watch(*WatchWorkspacesRequest, grpc.ServerStreamingServer[WorkspaceEvent]) error
+	// Marks the workspace used now, which postpones its idle stop, and returns it. Any call on a
+	// workspace does the same; KeepAlive does nothing else.
+	KeepAlive(context.Context, *WorkspaceRef) (*Workspace, error)
 	mustEmbedUnimplementedWorkspaceServiceServer()
 }
 
@@ -213,6 +230,9 @@ func (UnimplementedWorkspaceServiceServer) RotateAccess(context.Context, *Worksp
 }
 func (UnimplementedWorkspaceServiceServer) Watch(*WatchWorkspacesRequest, grpc.ServerStreamingServer[WorkspaceEvent]) error {
 	return status.Errorf(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedWorkspaceServiceServer) KeepAlive(context.Context, *WorkspaceRef) (*Workspace, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method KeepAlive not implemented")
 }
 func (UnimplementedWorkspaceServiceServer) mustEmbedUnimplementedWorkspaceServiceServer() {}
 func (UnimplementedWorkspaceServiceServer) testEmbeddedByValue()                          {}
@@ -390,6 +410,24 @@ func _WorkspaceService_Watch_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkspaceService_WatchServer = grpc.ServerStreamingServer[WorkspaceEvent]
 
+func _WorkspaceService_KeepAlive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WorkspaceRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkspaceServiceServer).KeepAlive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkspaceService_KeepAlive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkspaceServiceServer).KeepAlive(ctx, req.(*WorkspaceRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkspaceService_ServiceDesc is the grpc.ServiceDesc for WorkspaceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +466,10 @@ var WorkspaceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateAccess",
 			Handler:    _WorkspaceService_RotateAccess_Handler,
+		},
+		{
+			MethodName: "KeepAlive",
+			Handler:    _WorkspaceService_KeepAlive_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

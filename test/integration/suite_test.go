@@ -147,7 +147,8 @@ func startManagerOf(ws []watches.Watch, withWebhooks bool, opts []engine.Option,
 func suiteKinds() controllers.Config {
 	return controllers.Config{
 		Workspace: controllers.WorkspaceConfig{
-			Limits: workspace.DefaultLimits(), AccessKey: accessKey,
+			Limits: workspace.DefaultLimits(), AccessKey: accessKey, MaxFailedStarts: controllers.DefaultMaxFailedStarts,
+			IdleWarning: controllers.DefaultIdleWarning, Activity: workspace.NewActivity(), ActivityInterval: 500 * time.Millisecond,
 			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
 		},
 		VM: vmConfig,

@@ -12,17 +12,19 @@ import (
 // WorkspaceSpecApplyConfiguration represents a declarative configuration of the WorkspaceSpec type for use
 // with apply.
 type WorkspaceSpecApplyConfiguration struct {
-	Owner        *string                               `json:"owner,omitempty"`
-	Image        *string                               `json:"image,omitempty"`
-	Port         *int32                                `json:"port,omitempty"`
-	Running      *bool                                 `json:"running,omitempty"`
-	Resources    *WorkspaceResourcesApplyConfiguration `json:"resources,omitempty"`
-	Storage      *WorkspaceStorageApplyConfiguration   `json:"storage,omitempty"`
-	Git          *WorkspaceGitApplyConfiguration       `json:"git,omitempty"`
-	Env          *apiv1alpha1.EnvVars                  `json:"env,omitempty"`
-	Ingress      *WorkspaceIngressApplyConfiguration   `json:"ingress,omitempty"`
-	Access       *WorkspaceAccessApplyConfiguration    `json:"access,omitempty"`
-	StartTimeout *v1.Duration                          `json:"startTimeout,omitempty"`
+	Owner         *string                               `json:"owner,omitempty"`
+	Image         *string                               `json:"image,omitempty"`
+	Port          *int32                                `json:"port,omitempty"`
+	Running       *bool                                 `json:"running,omitempty"`
+	Resources     *WorkspaceResourcesApplyConfiguration `json:"resources,omitempty"`
+	Storage       *WorkspaceStorageApplyConfiguration   `json:"storage,omitempty"`
+	Git           *WorkspaceGitApplyConfiguration       `json:"git,omitempty"`
+	Env           *apiv1alpha1.EnvVars                  `json:"env,omitempty"`
+	Ingress       *WorkspaceIngressApplyConfiguration   `json:"ingress,omitempty"`
+	Access        *WorkspaceAccessApplyConfiguration    `json:"access,omitempty"`
+	StartTimeout  *v1.Duration                          `json:"startTimeout,omitempty"`
+	IdleTimeout   *v1.Duration                          `json:"idleTimeout,omitempty"`
+	StartRequests *int64                                `json:"startRequests,omitempty"`
 }
 
 // WorkspaceSpecApplyConfiguration constructs a declarative configuration of the WorkspaceSpec type for use with
@@ -116,5 +118,21 @@ func (b *WorkspaceSpecApplyConfiguration) WithAccess(value *WorkspaceAccessApply
 // If called multiple times, the StartTimeout field is set to the value of the last call.
 func (b *WorkspaceSpecApplyConfiguration) WithStartTimeout(value v1.Duration) *WorkspaceSpecApplyConfiguration {
 	b.StartTimeout = &value
+	return b
+}
+
+// WithIdleTimeout sets the IdleTimeout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IdleTimeout field is set to the value of the last call.
+func (b *WorkspaceSpecApplyConfiguration) WithIdleTimeout(value v1.Duration) *WorkspaceSpecApplyConfiguration {
+	b.IdleTimeout = &value
+	return b
+}
+
+// WithStartRequests sets the StartRequests field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartRequests field is set to the value of the last call.
+func (b *WorkspaceSpecApplyConfiguration) WithStartRequests(value int64) *WorkspaceSpecApplyConfiguration {
+	b.StartRequests = &value
 	return b
 }

@@ -22,6 +22,10 @@ type WorkspaceStatusApplyConfiguration struct {
 	URL                  *string                              `json:"url,omitempty"`
 	StartedAt            *v1.Time                             `json:"startedAt,omitempty"`
 	StartRequestedAt     *v1.Time                             `json:"startRequestedAt,omitempty"`
+	Restarts             *int32                               `json:"restarts,omitempty"`
+	FailedStarts         *int32                               `json:"failedStarts,omitempty"`
+	StoppedReason        *string                              `json:"stoppedReason,omitempty"`
+	IdleStopAt           *v1.Time                             `json:"idleStopAt,omitempty"`
 	IngressHost          *string                              `json:"ingressHost,omitempty"`
 	IngressHostClaimedAt *v1.Time                             `json:"ingressHostClaimedAt,omitempty"`
 	Conditions           []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
@@ -103,6 +107,38 @@ func (b *WorkspaceStatusApplyConfiguration) WithStartedAt(value v1.Time) *Worksp
 // If called multiple times, the StartRequestedAt field is set to the value of the last call.
 func (b *WorkspaceStatusApplyConfiguration) WithStartRequestedAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
 	b.StartRequestedAt = &value
+	return b
+}
+
+// WithRestarts sets the Restarts field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Restarts field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithRestarts(value int32) *WorkspaceStatusApplyConfiguration {
+	b.Restarts = &value
+	return b
+}
+
+// WithFailedStarts sets the FailedStarts field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailedStarts field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithFailedStarts(value int32) *WorkspaceStatusApplyConfiguration {
+	b.FailedStarts = &value
+	return b
+}
+
+// WithStoppedReason sets the StoppedReason field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StoppedReason field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithStoppedReason(value string) *WorkspaceStatusApplyConfiguration {
+	b.StoppedReason = &value
+	return b
+}
+
+// WithIdleStopAt sets the IdleStopAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IdleStopAt field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithIdleStopAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
+	b.IdleStopAt = &value
 	return b
 }
 

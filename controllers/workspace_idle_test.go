@@ -1,0 +1,84 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+)
+
+func TestIdleTimeoutIsTheShorter(t *testing.T) {
+	for _, tc := range []struct {
+		operator, own, want time.Duration
+	}{
+		{0, 0, 0},
+		{time.Hour, 0, time.Hour},
+		{0, 10 * time.Minute, 10 * time.Minute},
+		{time.Hour, 10 * time.Minute, 10 * time.Minute},
+		{10 * time.Minute, time.Hour, 10 * time.Minute}, // a spec asks for less, never more
+	} {
+		ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{})
+		if tc.own > 0 {
+			ws.Spec.IdleTimeout = &metav1.Duration{Duration: tc.own}
+		}
+		if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws); got != tc.want {
+			t.Errorf("operator %s, spec %s: %s, want %s", tc.operator, tc.own, got, tc.want)
+		}
+	}
+}
+
+// TestIdleStatus: a running IDE is warned of, then stopped for, being unused for its idle
+// timeout, counted from its last use or its start; one whose use is unknown (not read lately)
+// never is.
+func TestIdleStatus(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-2 * time.Hour))
+	running := infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning, StartedAt: &started}
+	pol := func(lastUse time.Duration, readAgo time.Duration) idlePolicy {
+		return idlePolicy{timeout: 30 * time.Minute, warning: 5 * time.Minute,
+			use: workspace.Use{Last: t0.Add(-lastUse), Read: t0.Add(-readAgo)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		pol     idlePolicy
+		phase   infrav1alpha1.WorkspacePhase
+		stopped string
+		warned  bool
+		msg     string
+		next    time.Duration
+	}{
+		{"used a minute ago", pol(time.Minute, time.Second), infrav1alpha1.WorkspaceRunning, "", false, "", 24 * time.Minute},
+		{"in the warning", pol(27*time.Minute, time.Second), infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
+		{"unused for the timeout", pol(31*time.Minute, time.Second), infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "stopped after 30m0s unused", 0},
+		{"never used since its start", pol(1000*time.Hour, time.Second), infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "storage is kept", 0},
+		{"stop time passed, no reading since", pol(30*time.Minute+30*time.Second, time.Minute), infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
+		{"use unknown: not read lately", pol(31*time.Minute, 5*time.Minute), infrav1alpha1.WorkspaceRunning, "", false, "", 30 * time.Second},
+		{"no timeout", idlePolicy{use: workspace.Use{Read: t0}}, infrav1alpha1.WorkspaceRunning, "", false, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := testWorkspace(true, running)
+			st := idleStatus(ws, running, tc.pol, t0)
+			if st.Phase != tc.phase || st.StoppedReason != tc.stopped || (st.IdleStopAt != nil) != tc.warned || !strings.Contains(st.Message, tc.msg) {
+				t.Errorf("%s, stopped %q, idleStopAt %v, %q; want %s, %q, warned %v, saying %q", st.Phase, st.StoppedReason, st.IdleStopAt, st.Message, tc.phase, tc.stopped, tc.warned, tc.msg)
+			}
+			if got := untilIdleCheck(ws, st, tc.pol, t0); got != tc.next {
+				t.Errorf("next look in %s, want %s", got, tc.next)
+			}
+		})
+	}
+}
+
+// TestAnIdleStopIsNoFailure: a workspace stopped for being unused is Stopped, not Degraded,
+// and starts again on a change to its spec.
+func TestAnIdleStopIsNoFailure(t *testing.T) {
+	ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping, StoppedReason: infrav1alpha1.StoppedIdle,
+		Message: "stopped after 30m0s unused; the storage is kept"})
+	ws.Generation, ws.Status.ObservedGeneration = 1, 1
+	st, failure := workspaceStatus(ws, nil, policy{}, t0)
+	if st.Phase != infrav1alpha1.WorkspaceStopped || st.StoppedReason != infrav1alpha1.StoppedIdle || failure != (problem{}) {
+		t.Errorf("%s, stopped %q, failing %+v; want Stopped, Idle, no failure", st.Phase, st.StoppedReason, failure)
+	}
+}
