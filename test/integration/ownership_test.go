@@ -83,16 +83,21 @@ func assertRefused(t *testing.T, cr client.Object, reason string, names ...strin
 }
 
 func warningEvent(obj client.Object, reason, mentions string) error {
+	return eventOn(obj, corev1.EventTypeWarning, reason, mentions)
+}
+
+// eventOn finds an event of type for reason on obj whose message mentions mentions.
+func eventOn(obj client.Object, typ, reason, mentions string) error {
 	var events corev1.EventList
 	if err := k8sClient.List(context.Background(), &events, client.InNamespace(obj.GetNamespace())); err != nil {
 		return err
 	}
 	for _, e := range events.Items {
-		if e.InvolvedObject.UID == obj.GetUID() && e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Message, mentions) {
+		if e.InvolvedObject.UID == obj.GetUID() && e.Type == typ && e.Reason == reason && strings.Contains(e.Message, mentions) {
 			return nil
 		}
 	}
-	return fmt.Errorf("no Warning event %s mentioning %q on %s", reason, mentions, obj.GetName())
+	return fmt.Errorf("no %s event %s mentioning %q on %s", typ, reason, mentions, obj.GetName())
 }
 
 func deleteAndWait(t *testing.T, obj client.Object) {

@@ -105,8 +105,10 @@ func TestAnUnusedIDEIsWarnedOfThenStoppedAndAUsedOneIsNot(t *testing.T) {
 	if idle.Status.StoppedReason != infrav1alpha1.StoppedIdle || meta.IsStatusConditionTrue(idle.Status.Conditions, infrav1alpha1.ConditionDegraded) {
 		t.Errorf("stopped: reason %q, conditions %v; want Idle, not Degraded", idle.Status.StoppedReason, idle.Status.Conditions)
 	}
-	eventually(t, timeout, func() error { return normalEvent(idle, infrav1alpha1.EventIdleWarning, "stops at") })
-	eventually(t, timeout, func() error { return normalEvent(idle, infrav1alpha1.EventStoppedByOperator, "unused") })
+	eventually(t, timeout, func() error { return eventOn(idle, corev1.EventTypeNormal, infrav1alpha1.EventIdleWarning, "stops at") })
+	eventually(t, timeout, func() error {
+		return eventOn(idle, corev1.EventTypeNormal, infrav1alpha1.EventStoppedByOperator, "unused")
+	})
 	if err := get(busy); err != nil || busy.Status.Phase != infrav1alpha1.WorkspaceRunning || busy.Status.IdleStopAt != nil {
 		t.Errorf("the IDE in use: %s, idleStopAt %v (%v); want Running, unwarned", busy.Status.Phase, busy.Status.IdleStopAt, err)
 	}
@@ -117,21 +119,4 @@ func TestAnUnusedIDEIsWarnedOfThenStoppedAndAUsedOneIsNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, timeout, replicas(dep, 1))
-}
-
-// normalEvent finds a Normal event for reason on obj whose message mentions mentions, once.
-func normalEvent(obj client.Object, reason, mentions string) error {
-	var events corev1.EventList
-	if err := k8sClient.List(context.Background(), &events, client.InNamespace(obj.GetNamespace())); err != nil {
-		return err
-	}
-	for _, e := range events.Items {
-		if e.InvolvedObject.UID == obj.GetUID() && e.Type == corev1.EventTypeNormal && e.Reason == reason && strings.Contains(e.Message, mentions) {
-			if e.Count > 1 {
-				return fmt.Errorf("the %s event was recorded %d times, want once", reason, e.Count)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("no Normal event %s mentioning %q on %s", reason, mentions, obj.GetName())
 }

@@ -14,6 +14,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -67,6 +68,7 @@ func runInstalledManager(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVers
 		"--webhook-bind-address":      freeAddr(t),
 		"--webhook-cert-dir":          filepath.Dir(tls.Cert),
 	})
+	waitForSecretsGrant(t, spec.Spec.Template.Spec.ServiceAccountName)
 	kubeconfig := serviceAccountKubeconfig(t, spec.Spec.Template.Spec.ServiceAccountName)
 	log := filepath.Join(work, csv.Name+"-manager.log")
 	if m.Process, err = framework.StartProcess(os.Getenv("E2E_OPERATOR"), log, append(env, "KUBECONFIG="+kubeconfig), args...); err != nil {
@@ -210,6 +212,29 @@ func (m *installedManager) waitReconciled(t *testing.T, n int) {
 		}
 		if got < float64(n) {
 			return fmt.Errorf("%v successful reconciles", got)
+		}
+		return nil
+	})
+}
+
+// waitForSecretsGrant waits until the service account may read Secrets in the operator's
+// namespace, which the manager does first (the workspace access key). OLM grants a CSV's
+// namespaced permissions around when it reports Succeeded and, on an upgrade, retires the
+// replaced CSV's: a manager started in between is refused, as a pod restarted by its
+// Deployment would be once.
+func waitForSecretsGrant(t *testing.T, serviceAccount string) {
+	t.Helper()
+	waitFor(t, time.Minute, serviceAccount+" may read Secrets in "+operatorNS, func(ctx context.Context) error {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + operatorNS + ":" + serviceAccount,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNS},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: operatorNS, Verb: "get", Resource: "secrets"},
+		}}
+		if err := k8sClient.Create(ctx, review); err != nil {
+			return err
+		}
+		if !review.Status.Allowed {
+			return fmt.Errorf("not yet: %s", review.Status.Reason)
 		}
 		return nil
 	})
