@@ -158,6 +158,10 @@ func (p *activityProbe) probeAll(ctx context.Context) error {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 8)
 	for i := range list.Items {
+		// Only running IDEs are read: their phase is looked at before the whole object is decoded.
+		if phase, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "phase"); phase != string(infrav1alpha1.WorkspaceRunning) {
+			continue
+		}
 		ws, err := workspace.Decode(&list.Items[i])
 		if err != nil || ws.Status.Phase != infrav1alpha1.WorkspaceRunning || ws.Status.PodIP == "" || p.idle.timeoutFor(ws) <= 0 {
 			continue

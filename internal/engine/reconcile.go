@@ -317,14 +317,11 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 	if err := writeStatus(s.obj, s.status, s.fields); err != nil {
 		return fmt.Errorf("building status: %w", err)
 	}
-	changed := !equalStatus(base, s.obj)
-	if err := r.status.write(ctx, base, s); err != nil {
-		return err
-	}
-	if changed && s.deferred == 0 && s.notice.Reason != "" {
+	written, err := r.status.write(ctx, base, s)
+	if written && s.notice.Reason != "" {
 		r.event(s.obj, false, s.notice.Reason, "%s", s.notice.Message)
 	}
-	return nil
+	return err
 }
 
 // event records an event on the custom resource.

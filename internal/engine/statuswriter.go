@@ -37,34 +37,34 @@ func newStatusWriter(c client.Client, cfg config) *statusWriter {
 	return &statusWriter{client: c, interval: cfg.statusInterval, firstDelay: cfg.firstStatusDelay}
 }
 
-// write patches s.obj's status, built on base, when the rules above say so; otherwise it sets
-// s.deferred to when it may be written.
-func (w *statusWriter) write(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
+// write patches s.obj's status, built on base, when the rules above say so, and reports
+// whether it did; otherwise it sets s.deferred to when it may be written.
+func (w *statusWriter) write(ctx context.Context, base *unstructured.Unstructured, s *scope) (bool, error) {
 	if equalStatus(base, s.obj) {
-		return nil
+		return false, nil
 	}
 	if wait := w.firstWait(base, s); wait > 0 {
 		s.deferred = wait
-		return nil
+		return false, nil
 	}
 	last := w.memo.get(s.obj)
 	if progressOnly(base, s.obj, s.progress) && !last.at.IsZero() {
 		if wait := w.interval - time.Since(last.at); wait > 0 {
 			s.deferred = wait
-			return nil
+			return false, nil
 		}
 	}
 	status, _, _ := unstructured.NestedFieldCopy(s.obj.Object, "status")
 	if err := w.client.Status().Patch(ctx, s.obj, client.MergeFrom(base)); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("patching status: %w", err)
+		return false, fmt.Errorf("patching status: %w", err)
 	}
 	w.memo.record(s.obj, func(l *lastWrite) {
 		l.status, l.version, l.at, l.inventory = status, s.obj.GetResourceVersion(), time.Now(), nil
 	})
-	return nil
+	return true, nil
 }
 
 // firstWait is how long the first status of the resource's generation may still be put off:
