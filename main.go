@@ -273,9 +273,30 @@ func setMemoryLimit(log logr.Logger) error {
 	return nil
 }
 
+// gcPercent is the operator's garbage collection target (GOGC): a collection once the heap has
+// grown by half over what was live after the last one, where Go's default waits until it has
+// doubled. What is live is mostly the caches, held for the operator's whole life, so the
+// default's headroom is the largest part of its memory at scale: at 10,000 resources, 193 MiB
+// peak RSS at a restart against 125 MiB with 50, for about 8% more CPU while they are created
+// (docs/engine.md, "Memory").
+const gcPercent = 50
+
+// setGCPercent applies gcPercent, unless GOGC is set, which the runtime has already applied.
+func setGCPercent(log logr.Logger) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return
+	}
+	debug.SetGCPercent(gcPercent)
+	log.Info("garbage collection target set", "percent", gcPercent)
+}
+
 func run(ctx context.Context, o *options) error {
 	log := ctrl.Log.WithName("setup")
+	setGCPercent(log)
 	if err := setMemoryLimit(log); err != nil {
+		return err
+	}
+	if err := app.StreamInitialLists(); err != nil {
 		return err
 	}
 	ws, err := watches.Load(o.watchesFile)

@@ -5,10 +5,13 @@ import (
 	"maps"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -188,4 +191,25 @@ func sameDefault(f *flag.Flag, stated string) bool {
 	a, errA := time.ParseDuration(stated)
 	b, errB := time.ParseDuration(f.DefValue)
 	return errA == nil && errB == nil && a == b
+}
+
+// TestGCPercent: the operator collects garbage at gcPercent, unless GOGC says otherwise.
+func TestGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, tc := range []struct {
+		gogc string // "": unset
+		want int
+	}{{"", gcPercent}, {"80", 77}} {
+		if tc.gogc != "" {
+			t.Setenv("GOGC", tc.gogc)
+		} else if v, set := os.LookupEnv("GOGC"); set {
+			t.Setenv("GOGC", v) // restored after the test
+			os.Unsetenv("GOGC")
+		}
+		debug.SetGCPercent(77) // what the runtime took from GOGC, as far as the operator knows
+		setGCPercent(logr.Discard())
+		if got := debug.SetGCPercent(100); got != tc.want {
+			t.Errorf("GOGC %q: the collector's target is %d%%, want %d%%", tc.gogc, got, tc.want)
+		}
+	}
 }

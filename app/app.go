@@ -7,8 +7,10 @@ package app
 
 import (
 	"fmt"
+	"os"
 	"slices"
 
+	clientfeatures "k8s.io/client-go/features"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -19,13 +21,39 @@ import (
 )
 
 // CacheOptions are the manager's cache options: only watchNamespaces when any (WATCH_NAMESPACE),
-// every namespace when none. The cache drops managed fields, which nothing reads and which are
-// much of a resource's bytes, and its objects share the strings they repeat (engine.SharedStrings).
+// every namespace when none. The cache holds its objects compact, without managed fields
+// (engine.Compact).
 func CacheOptions(watchNamespaces []string) cache.Options {
 	return cache.Options{
-		DefaultTransform:  engine.SharedStrings(cache.TransformStripManagedFields()),
+		DefaultTransform:  engine.Compact(nil),
 		DefaultNamespaces: namespaces.CacheConfigs(watchNamespaces),
 	}
+}
+
+// watchListEnv is the environment variable through which client-go's WatchListClient feature
+// is set; it wins over StreamInitialLists.
+const watchListEnv = "KUBE_FEATURE_" + string(clientfeatures.WatchListClient)
+
+// StreamInitialLists makes the informers stream their initial lists (client-go's WatchListClient)
+// unless watchListEnv says otherwise. A list arrives whole before its items are cached, so at
+// a restart every kind's list was in memory at once beside the cache filling from it: at 10,000
+// resources this was a third of the operator's peak (docs/engine.md, "Memory"). Streamed, each
+// object is made compact as it comes. An API server that cannot stream (before 1.32, or with
+// the WatchList feature off) is listed from as before: client-go falls back by itself.
+func StreamInitialLists() error {
+	if _, set := os.LookupEnv(watchListEnv); set {
+		return nil
+	}
+	gates, ok := clientfeatures.FeatureGates().(interface {
+		Set(clientfeatures.Feature, bool) error
+	})
+	if !ok {
+		return fmt.Errorf("client-go's feature gates cannot be set: set %s=true to stream lists", watchListEnv)
+	}
+	if err := gates.Set(clientfeatures.WatchListClient, true); err != nil {
+		return fmt.Errorf("streaming initial lists: %w", err)
+	}
+	return nil
 }
 
 // Scope is what of its kinds a manager serves.

@@ -62,7 +62,7 @@ func IndexWorkspaceHosts(ctx context.Context, indexer client.FieldIndexer) error
 }
 
 func workspaceHost(o client.Object) []string {
-	u, ok := o.(*unstructured.Unstructured)
+	u, ok := engine.AsUnstructured(o)
 	if !ok {
 		return nil
 	}

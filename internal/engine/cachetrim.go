@@ -30,6 +30,15 @@ const AnnotationTrimmed = "infra.cloudspace.dev/cache-trimmed"
 // maps on. Any other label is the object author's, unbounded, and never read from the cache.
 var engineLabels = []string{LabelManagedBy, LabelName, LabelInstance, LabelPartOf, LabelVersion}
 
+// childReadable is what the child cache's readers need of its objects' metadata: the
+// annotations its event handlers map on (toOwner) and that mark stubs, and the labels of pods,
+// which are selected and mapped on by label (watchPods, reconciler.pods). The rest, such as a child's
+// spec hash, is read from whole objects only.
+var childReadable = readable{
+	annotation: func(key string) bool { return key == AnnotationRetainedFor || key == AnnotationTrimmed },
+	labels:     func(obj any) bool { _, pod := obj.(*corev1.Pod); return pod },
+}
+
 // owners records, for each live resource the operator serves, its namespace and the children
 // it renders (their inventory IDs): the child cache keeps an object whole only when one of
 // them holds it. It is kept from the resource informers (each resource's status inventory) and
@@ -68,7 +77,7 @@ func (o *owners) drop(obj any) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if m, ok := obj.(metav1.Object); ok {
+	if m, ok := obj.(metav1.Object); ok { // the metadata a compact object holds is enough
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		delete(o.held, m.GetUID())
@@ -77,7 +86,7 @@ func (o *owners) drop(obj any) {
 
 // fromInventory records what a resource's status inventory says it holds.
 func (o *owners) fromInventory(obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := AsUnstructured(obj)
 	if !ok {
 		return
 	}

@@ -2,29 +2,24 @@ package engine
 
 import (
 	"hash/maphash"
+	"maps"
 	"reflect"
 	"sync/atomic"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
 )
 
-// interner shares one copy of the strings cached objects repeat: keys and values a decoder
-// allocates afresh for every object (field names, labels, kinds, condition types and reasons)
-// are most of what a small object costs. The table is direct-mapped and fixed in size, so it
+// interner shares one copy of the strings and label maps cached objects repeat in their
+// metadata (compact.go): label keys and values, kinds, owner references, which a decoder
+// allocates afresh for every object. The table is direct-mapped and fixed in size, so it
 // stays bounded whatever anyone writes: a string that collides with another replaces it, and
 // the objects already holding the old copy keep theirs.
 type interner struct {
 	seed  maphash.Seed
 	slots [1 << 12]atomic.Pointer[internEntry]
+	maps  [1 << 10]atomic.Pointer[map[string]string]
 }
 
-// internEntry is a shared string and the same string as an interface value, so that the
-// unstructured objects that hold it share its box too.
-type internEntry struct {
-	s string
-	v any
-}
+// internEntry is a shared string.
+type internEntry struct{ s string }
 
 // maxInterned is the longest string shared; longer ones are names, hashes and data, rarely
 // repeated.
@@ -37,7 +32,7 @@ func (in *interner) entry(s string) *internEntry {
 	if e := slot.Load(); e != nil && e.s == s {
 		return e
 	}
-	e := &internEntry{s: s, v: s}
+	e := &internEntry{s: s}
 	slot.Store(e)
 	return e
 }
@@ -50,28 +45,32 @@ func (in *interner) str(s string) string {
 	return in.entry(s).s
 }
 
-// json returns v, a value of an unstructured object, with its keys and short strings shared.
-// Maps are rebuilt with the shared keys; v itself is not used again.
-func (in *interner) json(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, e := range t {
-			m[in.str(k)] = in.json(e)
-		}
+// maxSharedMap is the most entries a shared map of strings has: labels the engine and charts
+// set, which the children of one resource repeat.
+const maxSharedMap = 16
+
+// strMap is the shared copy of m, a map of strings (labels) no one writes to: the first map
+// seen with the same entries. Maps with more than maxSharedMap entries are not shared.
+func (in *interner) strMap(m map[string]string) map[string]string {
+	if len(m) == 0 || len(m) > maxSharedMap {
 		return m
-	case []any:
-		for i, e := range t {
-			t[i] = in.json(e)
-		}
-		return t
-	case string:
-		if len(t) == 0 || len(t) > maxInterned {
-			return t
-		}
-		return in.entry(t).v
 	}
-	return v
+	var h maphash.Hash
+	h.SetSeed(in.seed)
+	var sum uint64 // of each entry's hash: the same whatever order the map is read in
+	for k, v := range m {
+		h.Reset()
+		h.WriteString(k)
+		h.WriteByte(0)
+		h.WriteString(v)
+		sum += h.Sum64()
+	}
+	slot := &in.maps[sum&(uint64(len(in.maps))-1)]
+	if shared := slot.Load(); shared != nil && maps.Equal(*shared, m) {
+		return *shared
+	}
+	slot.Store(&m)
+	return m
 }
 
 // typed shares the strings of a typed object's exported string fields, string slices and
@@ -115,32 +114,4 @@ func (in *interner) typedMap(v reflect.Value) {
 		m.SetMapIndex(reflect.ValueOf(in.str(k.String())).Convert(k.Type()), reflect.ValueOf(in.str(e.String())).Convert(e.Type()))
 	}
 	v.Set(m)
-}
-
-// object shares obj's strings: an unstructured object's whole content, a typed one's fields.
-func (in *interner) object(obj any) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.Object, _ = in.json(u.Object).(map[string]any)
-		return
-	}
-	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && !v.IsNil() {
-		in.typed(v)
-	}
-}
-
-// SharedStrings is a cache transform that, after next, makes the objects a cache keeps share
-// the strings they repeat (interner). The engine's child cache uses it; the manager's cache,
-// which holds the custom resources, should too (app.CacheOptions).
-func SharedStrings(next cache.TransformFunc) cache.TransformFunc {
-	in := newInterner()
-	return func(obj any) (any, error) {
-		if next != nil {
-			var err error
-			if obj, err = next(obj); err != nil {
-				return obj, err
-			}
-		}
-		in.object(obj)
-		return obj, nil
-	}
 }

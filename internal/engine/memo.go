@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"bytes"
-	"compress/flate"
 	"encoding/json"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -26,11 +23,8 @@ import (
 type renderMemo struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]rendered
-	// dict is the first render put, the dictionary every render is compressed against; it
-	// never changes once set, so what was compressed with it can always be read.
-	dict    []byte
-	writers sync.Pool // *flate.Writer with dict
-	readers sync.Pool // io.ReadCloser (flate.Resetter)
+	// codec compresses every render against the first render put.
+	codec *dictCodec
 }
 
 // rendered is one resource's last render, encoded and compressed, and the key of the inputs it
@@ -43,12 +37,12 @@ type rendered struct {
 func (m *renderMemo) get(key types.NamespacedName, inputs string) ([]*unstructured.Unstructured, bool) {
 	m.mu.Lock()
 	r, ok := m.m[key]
-	dict := m.dict
+	codec := m.codec
 	m.mu.Unlock()
 	if !ok || r.inputs != inputs {
 		return nil, false
 	}
-	data, err := m.inflate(r.objects, dict)
+	data, err := codec.inflate(r.objects)
 	if err != nil {
 		return nil, false
 	}
@@ -62,12 +56,12 @@ func (m *renderMemo) put(key types.NamespacedName, inputs string, objs []*unstru
 		return // not remembered: the next reconcile renders again
 	}
 	m.mu.Lock()
-	if m.dict == nil {
-		m.dict = data
+	if m.codec == nil {
+		m.codec = newDictCodec(data)
 	}
-	dict := m.dict
+	codec := m.codec
 	m.mu.Unlock()
-	packed, err := m.deflate(data, dict)
+	packed, err := codec.deflate(data)
 	if err != nil {
 		return
 	}
@@ -77,40 +71,6 @@ func (m *renderMemo) put(key types.NamespacedName, inputs string, objs []*unstru
 		m.m = map[types.NamespacedName]rendered{}
 	}
 	m.m[key] = rendered{inputs: inputs, objects: packed}
-}
-
-// deflate compresses data against dict.
-func (m *renderMemo) deflate(data, dict []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	w, _ := m.writers.Get().(*flate.Writer)
-	if w == nil {
-		var err error
-		if w, err = flate.NewWriterDict(&buf, flate.BestCompression, dict); err != nil {
-			return nil, err
-		}
-	} else {
-		w.Reset(&buf)
-	}
-	defer m.writers.Put(w)
-	if _, err := w.Write(data); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return bytes.Clone(buf.Bytes()), nil
-}
-
-// inflate reads what deflate compressed against dict.
-func (m *renderMemo) inflate(packed, dict []byte) ([]byte, error) {
-	r, _ := m.readers.Get().(io.ReadCloser)
-	if r == nil {
-		r = flate.NewReaderDict(bytes.NewReader(packed), dict)
-	} else if err := r.(flate.Resetter).Reset(bytes.NewReader(packed), dict); err != nil {
-		return nil, err
-	}
-	defer m.readers.Put(r)
-	return io.ReadAll(r)
 }
 
 // decodeObjects reads what put encoded, numbers as int64 where whole, as the API server's are.

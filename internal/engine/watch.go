@@ -72,7 +72,7 @@ func newChildCache(mgr ctrl.Manager, watched []string, held *owners, tracked fun
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
-		DefaultTransform:     SharedStrings(held.transform),
+		DefaultTransform:     compacting(held.transform, childReadable),
 		DefaultNamespaces:    namespaces.CacheConfigs(watched),
 	}
 	c, err := cache.New(mgr.GetConfig(), opts)
@@ -167,7 +167,7 @@ func (r *reconciler) dropCaughtUpStatus(mgr ctrl.Manager) error {
 		return fmt.Errorf("watching %s for the write memo: %w", r.gvk.Kind, err)
 	}
 	caughtUp := func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
+		if u, ok := AsUnstructured(obj); ok {
 			r.status.memo.caughtUp(u)
 		}
 	}

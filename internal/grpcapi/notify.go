@@ -3,10 +3,10 @@ package grpcapi
 import (
 	"sync"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 )
 
 // notifier pokes subscribers when a Workspace they care about changes. A poke carries no
@@ -43,11 +43,11 @@ func (n *notifier) subscribe(match func(*infrav1alpha1.Workspace) bool) (<-chan 
 }
 
 func (n *notifier) notify(obj any) {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+	if n.idle() {
+		return
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || n.idle() {
+	u, ok := engine.AsUnstructured(obj)
+	if !ok {
 		return
 	}
 	// A Workspace that does not decode is nothing any subscriber can read.

@@ -189,7 +189,7 @@ func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, 
 
 // ownerIndex is the function of the owner index (ownerField).
 func ownerIndex(o client.Object) []string {
-	u, ok := o.(*unstructured.Unstructured)
+	u, ok := engine.AsUnstructured(o)
 	if !ok {
 		return nil
 	}

@@ -53,6 +53,11 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	// The suite's managers list as the binary's do.
+	if err := app.StreamInitialLists(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	root := framework.RepoRoot()
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "test", "testdata", "crds")},
