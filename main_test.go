@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"maps"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -212,4 +215,76 @@ func TestGCPercent(t *testing.T) {
 			t.Errorf("GOGC %q: the collector's target is %d%%, want %d%%", tc.gogc, got, tc.want)
 		}
 	}
+}
+
+// dashboardMetric is a metric name in a PromQL expression: the operator's, controller-runtime's
+// and the Go process's.
+var dashboardMetric = regexp.MustCompile(`\b(?:cloudspace|controller_runtime|workqueue|process|go)_[a-z_]+\b`)
+
+// TestDashboardQueriesServedMetrics: every metric the Grafana dashboard in config/grafana
+// queries is one the operator serves (its registration in the binary's registry is found), and
+// every one of the operator's own is documented in docs/engine.md.
+func TestDashboardQueriesServedMetrics(t *testing.T) {
+	data, err := os.ReadFile("config/grafana/cloudspace-operator-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dashboard struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dashboard); err != nil || dashboard.UID == "" {
+		t.Fatalf("the dashboard does not decode, or has no uid: %v", err)
+	}
+	doc, err := os.ReadFile("docs/engine.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queried := 0
+	for _, p := range dashboard.Panels {
+		for _, target := range p.Targets {
+			for _, name := range dashboardMetric.FindAllString(target.Expr, -1) {
+				queried++
+				if !served(name) {
+					t.Errorf("panel %q queries %s, which the operator does not serve", p.Title, name)
+				}
+				if base := metricFamily(name); strings.HasPrefix(base, "cloudspace_") && !strings.Contains(string(doc), "`"+base) {
+					t.Errorf("panel %q queries %s, which docs/engine.md does not document", p.Title, base)
+				}
+			}
+		}
+	}
+	if queried < 10 {
+		t.Errorf("the dashboard queries %d metrics; its panels are missing", queried)
+	}
+}
+
+// metricFamily is the family a series name belongs to: a histogram's without _bucket, _sum or _count.
+func metricFamily(name string) string {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && served(base) {
+			return base
+		}
+	}
+	return name
+}
+
+// served reports whether a metric family or series of that name is registered with
+// controller-runtime's registry, which the operator serves: a collector of the same name with
+// another help string is refused then.
+func served(name string) bool {
+	if base := metricFamily(name); base != name {
+		return true
+	}
+	probe := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: "a probe of the name"})
+	if err := metrics.Registry.Register(probe); err != nil {
+		return true
+	}
+	metrics.Registry.Unregister(probe)
+	return false
 }

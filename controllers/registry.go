@@ -44,11 +44,11 @@ func lifecycles(cfg Config, workspaces client.Reader) []engine.Option {
 	egress := cfg.Egress.values()
 	return []engine.Option{
 		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("GenericDaemon"), GenericDaemonLifecycle{GenericDaemonConfig: cfg.GenericDaemon}),
-		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("Workspace"), workspaceTenancy{
+		engine.WithLifecycle(workspaceGVK, workspaceTenancy{
 			WorkspaceLifecycle: WorkspaceLifecycle{WorkspaceConfig: cfg.Workspace},
 			ingress:            cfg.WorkspaceIngress, workspaces: workspaces, egress: egress,
 		}),
-		engine.WithLifecycle(infrav1alpha1.GroupVersion.WithKind("VirtualMachine"), vmTenancy{
+		engine.WithLifecycle(vmGVK, vmTenancy{
 			VirtualMachineLifecycle: VirtualMachineLifecycle{VMConfig: cfg.VM}, egress: egress,
 		}),
 	}

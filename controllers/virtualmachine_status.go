@@ -37,7 +37,12 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	return engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason}, nil
+	res := engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason}
+	if st.Backend == infrav1alpha1.BackendPod && st.Phase == infrav1alpha1.VMRunning && vm.Status.Phase != infrav1alpha1.VMRunning {
+		// The launcher's pod ready: QEMU runs; the guest's boot is its own.
+		res.Written = observeStart(vmGVK.Kind, nil, readyPod(livePods(pods)))
+	}
+	return res, nil
 }
 
 // vmStatus is the pure phase machine: the VM, whether anything was applied, KubeVirt's VM

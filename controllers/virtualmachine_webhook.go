@@ -46,7 +46,7 @@ func SetupVirtualMachineWebhook(mgr ctrl.Manager, cfg VMConfig) error {
 	wh := VirtualMachineWebhook{VMConfig: cfg, KubeVirtServed: func(context.Context) (bool, error) { return kubeVirtServed(dc) }}
 	// Registered by hand rather than with ctrl.NewWebhookManagedBy: a VM its Go type cannot
 	// hold ("memory: abc") is refused naming the field (checkDecode) before the handlers decode it.
-	vm, kind := &infrav1alpha1.VirtualMachine{}, infrav1alpha1.GroupVersion.WithKind("VirtualMachine").GroupKind()
+	vm, kind := &infrav1alpha1.VirtualMachine{}, vmGVK.GroupKind()
 	srv := mgr.GetWebhookServer()
 	srv.Register(vmMutatePath, decode.Webhook(admission.WithCustomDefaulter(mgr.GetScheme(), vm, wh), kind, vm))
 	srv.Register(vmValidatePath, decode.Webhook(admission.WithCustomValidator(mgr.GetScheme(), vm, wh), kind, vm))
@@ -123,7 +123,7 @@ func (w VirtualMachineWebhook) validate(ctx context.Context, obj runtime.Object,
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("VirtualMachine").GroupKind(), vm.Name, errs)
+	return apierrors.NewInvalid(vmGVK.GroupKind(), vm.Name, errs)
 }
 
 // maxVMGracePeriod is the longest shutdownGracePeriod, as the CRD's rule says: the pod's (or

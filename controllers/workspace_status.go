@@ -33,7 +33,8 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 		return engine.StatusResult{}, err
 	}
 	res := engine.StatusResult{Fields: fields, RequeueAfter: soonest(untilTimeout(ws, st, now), untilIdleCheck(ws, st, pol.idle, now)),
-		Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason}
+		Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason,
+		Written: workspaceTransitions(ws, st, livePods(pods))}
 	switch {
 	case st.StoppedReason != "" && !ws.StoppedByOperator():
 		// Stopped just now: the next render, once this status is written, stops the IDE.
@@ -194,13 +195,10 @@ func startingPhase(live []corev1.Pod) (infrav1alpha1.WorkspacePhase, string) {
 }
 
 func readySince(p *corev1.Pod, now time.Time) *metav1.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
-			t := c.LastTransitionTime
-			return &t
-		}
+	t := metav1.NewTime(podConditionTime(p, corev1.PodReady))
+	if t.IsZero() {
+		t = metav1.NewTime(now.Truncate(time.Second))
 	}
-	t := metav1.NewTime(now.Truncate(time.Second))
 	return &t
 }
 

@@ -62,6 +62,10 @@ type StatusResult struct {
 	// recorded when the status is written with a change, so a notice a kind returns on every
 	// reconcile of the same status is recorded once.
 	Notice Notice
+	// Written, when set, is called once this status is written with a change, as Notice is
+	// recorded: for a kind's metrics of a transition (a start ended, a stop by the operator),
+	// which must count once however many reconciles compute it.
+	Written func()
 }
 
 // Notice is an event a kind records about a resource: a documented constant reason and a

@@ -39,6 +39,9 @@ var (
 	defaultMetricsOnce sync.Once
 )
 
+// The engine's metrics are served as soon as the engine is in the binary, observed or not.
+func init() { sharedMetrics() }
+
 // sharedMetrics returns the engine's metrics, registered once with controller-runtime's registry.
 func sharedMetrics() *engineMetrics {
 	defaultMetricsOnce.Do(func() {

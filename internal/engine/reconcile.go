@@ -76,6 +76,7 @@ type scope struct {
 	progress     []string       // the fields that only count progress
 	prompt       bool           // the kind wants this status written at once
 	notice       Notice         // the kind's event, recorded when the status is written changed
+	written      func()         // the kind's call when the status is written changed
 	outcome      outcome
 	firstInstall bool          // no child was applied before: the status has no inventory
 	released     bool          // our finalizer is gone: forget the resource once its status is written
@@ -320,6 +321,9 @@ func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstruc
 	written, err := r.status.write(ctx, base, s)
 	if written && s.notice.Reason != "" {
 		r.event(s.obj, false, s.notice.Reason, "%s", s.notice.Message)
+	}
+	if written && s.written != nil {
+		s.written()
 	}
 	return err
 }

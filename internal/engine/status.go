@@ -111,7 +111,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 	if err != nil {
 		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
-	s.fields, s.progress, s.prompt, s.notice = res.Fields, res.Progress, res.Prompt, res.Notice
+	s.fields, s.progress, s.prompt, s.notice, s.written = res.Fields, res.Progress, res.Prompt, res.Notice, res.Written
 	s.outcome.workloadFailure, s.outcome.workloadReason = res.Failure, res.FailureReason
 	return res.RequeueAfter, nil
 }

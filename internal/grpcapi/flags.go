@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 )
 
@@ -23,7 +25,9 @@ type Options struct {
 	// TokenSecret is namespace/name of the Secret of user tokens.
 	TokenSecret string
 	// Namespaces is a comma list of the namespaces workspaces are created in, the first the default.
-	Namespaces                                      string
+	Namespaces string
+	// MaxStorage is each user's storage budget, a quantity ("0": none).
+	MaxStorage                                      string
 	TokenMaxStaleness, MaxWait, TLSReloadInterval   time.Duration
 	MaxWorkspaces, MaxRunning, MaxWatches           int
 	MaxRetainedVolumes, MaxCallsInFlight            int
@@ -41,6 +45,7 @@ func NewOptions() Options {
 	return Options{
 		Address: Off, CertFile: c.certFile, KeyFile: c.keyFile,
 		TokenSecret: c.tokens.String(), Namespaces: strings.Join(c.namespaces, ","),
+		MaxStorage:        resource.NewQuantity(c.maxStorage, resource.BinarySI).String(),
 		TokenMaxStaleness: c.tokenMaxStale, MaxWait: c.maxWait, TLSReloadInterval: c.certReload,
 		MaxWorkspaces: c.maxWorkspaces, MaxRunning: c.maxRunning, MaxWatches: c.maxWatches,
 		MaxRetainedVolumes: c.maxRetained, MaxCallsInFlight: c.user.maxInFlight,
@@ -83,6 +88,8 @@ func (o *Options) stringFlags() []boundFlag[string] {
 		{&o.KeyFile, "grpc-tls-key-file", "TLS key of the gRPC API."},
 		{&o.TokenSecret, "grpc-token-secret", "namespace/name of the Secret of API tokens: each key a user, each value that user's bearer token."},
 		{&o.Namespaces, "workspace-namespaces", "Comma list of namespaces the API creates workspaces in; the first is the default."},
+		{&o.MaxStorage, "quota-max-storage",
+			"Bytes of volumes each API user may hold, their workspaces' and those kept after delete together (a quantity: 100Gi); 0 is no budget."},
 	}
 }
 
@@ -127,11 +134,23 @@ func (o *Options) ServerOptions() []Option {
 		WithNamespaces(namespaces.Split(o.Namespaces)...), WithTokenMaxStaleness(o.TokenMaxStaleness),
 		WithMaxWait(o.MaxWait), WithTLSReloadInterval(o.TLSReloadInterval),
 		WithQuota(o.MaxWorkspaces, o.MaxRunning), WithMaxWatches(o.MaxWatches), WithMaxRetainedVolumes(o.MaxRetainedVolumes),
+		withMaxStorageText(o.MaxStorage),
 		WithMaxCallsInFlight(o.MaxCallsInFlight), WithMutationRate(o.WritesPerMinute, o.WriteBurst),
 		WithMaxConnections(o.MaxConnections), WithHandshakeTimeout(o.HandshakeTimeout), WithIdleTimeout(o.IdleTimeout),
 		WithMaxConnectionAge(o.MaxConnectionAge, o.MaxConnectionAgeGrace),
 		WithMaxStreamsPerConnection(o.MaxStreamsPerConnection), WithMaxHeaderBytes(o.MaxHeaderBytes),
 	}
+}
+
+// withMaxStorageText is WithMaxStorage for the flag's quantity.
+func withMaxStorageText(text string) Option {
+	q, err := resource.ParseQuantity(text)
+	if err != nil {
+		return func(*config) error {
+			return fmt.Errorf("--quota-max-storage %q is not a quantity of bytes: %w", text, err)
+		}
+	}
+	return WithMaxStorage(q)
 }
 
 // withTokenSecretRef is WithTokenSecret for the flag's namespace/name.

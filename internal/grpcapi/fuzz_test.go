@@ -73,7 +73,7 @@ func fuzzCreateRequest(f *testing.F, fs fields) {
 		}
 		ws := sp.object("alice")
 		checkWorkspace(t, sp, namespace, ws)
-		if err := w.admit(context.Background(), "alice", ws, fs); err != nil {
+		if _, err := w.admit(context.Background(), "alice", ws, fs); err != nil {
 			checkInvalid(t, err, fs)
 		}
 	})

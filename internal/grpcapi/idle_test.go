@@ -92,7 +92,16 @@ func TestACallOnAWorkspaceIsAUse(t *testing.T) {
 	if _, err := s.KeepAlive(context.WithValue(context.Background(), userKey{}, "ida"), ref); err != nil {
 		t.Fatal(err)
 	}
-	if use := cfg.activity.Of(ws.UID); use.Last.Before(before) {
+	use := cfg.activity.Of(ws.UID)
+	if use.Last.Before(before) {
 		t.Errorf("the owner's KeepAlive: last use %s, want now", use.Last)
+	}
+	// List says when each was last used, and is no use itself.
+	list, err := s.List(context.WithValue(context.Background(), userKey{}, "ida"), &workspacev1.ListWorkspacesRequest{})
+	if err != nil || len(list.GetWorkspaces()) != 1 || list.GetWorkspaces()[0].GetLastUsed() != use.Last.UTC().Format(time.RFC3339) {
+		t.Errorf("ida's list: %v, %v; want her workspace last used at %s", list, err, use.Last.UTC().Format(time.RFC3339))
+	}
+	if after := cfg.activity.Of(ws.UID); !after.Last.Equal(use.Last) {
+		t.Errorf("the List counted as a use at %s", after.Last)
 	}
 }

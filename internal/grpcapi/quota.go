@@ -2,24 +2,31 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
 
 // ask is what a call would add to a user's counts.
 type ask struct {
-	workspace bool // a new workspace
-	running   bool // a workspace that is not running yet starts
-	retained  bool // a workspace that keeps its volume after delete
+	workspace bool  // a new workspace
+	running   bool  // a workspace that is not running yet starts
+	retained  bool  // a workspace that keeps its volume after delete
+	storage   int64 // the bytes of a new workspace's volume
 }
 
 // usage is what the quotas count of a user, by workspace: sets, so that a workspace counted
@@ -28,6 +35,26 @@ type usage struct {
 	workspaces map[types.NamespacedName]bool // not being deleted
 	running    map[types.NamespacedName]bool // not stopped (see stopped)
 	kept       map[types.NamespacedName]bool // volumes kept or to be kept; nil until a call asks
+	// storage is the bytes of each volume the user holds, by workspace: their workspaces' and
+	// those kept after delete. Read with kept.
+	storage map[types.NamespacedName]int64
+}
+
+// storageWith is the bytes of the user's volumes with one of bytes at key (a volume kept by
+// the same name counts once: the workspace takes it back).
+func (u usage) storageWith(key types.NamespacedName, bytes int64) int64 {
+	total := max(bytes, u.storage[key])
+	for k, b := range u.storage {
+		if k != key {
+			total += b
+		}
+	}
+	return total
+}
+
+// needsVolumes reports whether deciding a needs the user's volumes read.
+func (w *workspaces) needsVolumes(a ask) bool {
+	return a.retained || (a.storage > 0 && w.cfg.maxStorage > 0)
 }
 
 // reservation is a write a call was allowed. It counts until a read of the user's usage that
@@ -60,23 +87,72 @@ func (w *workspaces) withQuota(ctx context.Context, user string, key types.Names
 
 // reserve checks a against the user's usage and, when it fits, counts it in.
 func (w *workspaces) reserve(ctx context.Context, user string, u *userLock, key types.NamespacedName, a ask) (*reservation, error) {
-	if err := w.readUsage(ctx, user, u, a.retained); err != nil {
+	if err := w.readUsage(ctx, user, u, w.needsVolumes(a)); err != nil {
 		return nil, err
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	cur := u.current()
-	switch {
-	case a.workspace && !cur.workspaces[key] && len(cur.workspaces) >= w.cfg.maxWorkspaces:
-		return nil, status.Errorf(codes.ResourceExhausted, "user %s has %d workspaces, the most allowed", user, len(cur.workspaces))
-	case a.running && !cur.running[key] && len(cur.running) >= w.cfg.maxRunning:
-		return nil, status.Errorf(codes.ResourceExhausted, "user %s has %d running workspaces, the most allowed", user, len(cur.running))
-	case a.retained && !cur.kept[key] && len(cur.kept) >= w.cfg.maxRetained:
-		return nil, status.Errorf(codes.ResourceExhausted, "user %s keeps %d volumes, the most allowed; delete one they no longer need", user, len(cur.kept))
+	for _, q := range w.quotas(user, u.current(), key, a) {
+		if !q.asked {
+			continue
+		}
+		if q.limit > 0 {
+			quotaUse.WithLabelValues(q.name).Observe(float64(q.after) / float64(q.limit))
+		}
+		if q.after > q.limit {
+			quotaRefusals.WithLabelValues(q.name).Inc()
+			return nil, status.Error(codes.ResourceExhausted, q.refusal)
+		}
 	}
 	r := &reservation{key: key, ask: a}
 	u.pending = append(u.pending, r)
 	return r, nil
+}
+
+// quota is one of a user's quotas as a call would leave it.
+type quota struct {
+	name         string // the quota metrics' label
+	asked        bool   // the call adds to it
+	after, limit int64
+	refusal      string // the ResourceExhausted message when after is over limit
+}
+
+// quotas are the user's quotas as a would leave them; cur is their usage before it.
+func (w *workspaces) quotas(user string, cur usage, key types.NamespacedName, a ask) []quota {
+	with := func(set map[types.NamespacedName]bool) int64 {
+		if set[key] {
+			return int64(len(set))
+		}
+		return int64(len(set)) + 1
+	}
+	return []quota{
+		{"workspaces", a.workspace, with(cur.workspaces), int64(w.cfg.maxWorkspaces),
+			fmt.Sprintf("user %s has %d workspaces, the most allowed", user, len(cur.workspaces))},
+		{"running", a.running, with(cur.running), int64(w.cfg.maxRunning),
+			fmt.Sprintf("user %s has %d running workspaces, the most allowed", user, len(cur.running))},
+		{"retained", a.retained, with(cur.kept), int64(w.cfg.maxRetained),
+			fmt.Sprintf("user %s keeps %d volumes, the most allowed; delete one they no longer need", user, len(cur.kept))},
+		{"storage", a.storage > 0 && w.cfg.maxStorage > 0, cur.storageWith(key, a.storage), w.cfg.maxStorage,
+			fmt.Sprintf("user %s holds %s of volumes; %s more is over their storage budget of %s: delete a workspace or a kept volume they no longer need",
+				user, quantity(cur.storageWith(key, 0)), quantity(a.storage), quantity(w.cfg.maxStorage))},
+	}
+}
+
+// The quota metrics, by quota (workspaces, running, retained, storage), never by user.
+var (
+	quotaUse = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cloudspace_quota_use_ratio",
+		Help:    "What the user would hold of a quota if the call were allowed, over the quota, at each decision that adds to it.",
+		Buckets: []float64{0.25, 0.5, 0.75, 0.9, 1, 1.5, 2},
+	}, []string{"quota"})
+	quotaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cloudspace_quota_refusals_total",
+		Help: "Calls refused (ResourceExhausted) for going over a user's quota, by quota.",
+	}, []string{"quota"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(quotaUse, quotaRefusals)
 }
 
 // readUsage reads the user's usage from the API server unless it was read while this Lease
@@ -124,40 +200,68 @@ func (w *workspaces) usageOf(ctx context.Context, user string, kept bool) (*usag
 		}
 	}
 	if kept {
-		if out.kept, err = w.keptVolumes(ctx, user, all); err != nil {
+		if err := w.volumesOf(ctx, user, all, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// keptVolumes are the volumes the user keeps or will keep: those already released, and those
-// of their workspaces with reclaimPolicy Retain (deleted or not), once each by name.
-func (w *workspaces) keptVolumes(ctx context.Context, user string, all []infrav1alpha1.Workspace) (map[types.NamespacedName]bool, error) {
-	kept := map[types.NamespacedName]bool{}
+// volumesOf fills in the volumes the user holds: kept are those they keep or will keep (those
+// already released, and those of their workspaces with reclaimPolicy Retain, deleted or not),
+// storage the bytes of every one, their live workspaces' included; each once by name.
+func (w *workspaces) volumesOf(ctx context.Context, user string, all []infrav1alpha1.Workspace, out *usage) error {
+	out.kept, out.storage = map[types.NamespacedName]bool{}, map[types.NamespacedName]int64{}
 	for _, ws := range all {
-		if ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain {
-			kept[types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}] = true
+		key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
+		retain := ws.Spec.Storage.ReclaimPolicy == infrav1alpha1.ReclaimRetain
+		if retain {
+			out.kept[key] = true
+		}
+		if (retain || ws.DeletionTimestamp == nil) && ws.Spec.Storage.Size != nil {
+			out.storage[key] = ws.Spec.Storage.Size.Value()
 		}
 	}
 	for _, ns := range w.cfg.namespaces {
 		var pvcs corev1.PersistentVolumeClaimList
 		err := w.fresh.List(ctx, &pvcs, client.InNamespace(ns), workspace.Volumes(user))
 		if err != nil {
-			return nil, toStatus(err, "counting retained volumes")
+			return toStatus(err, "counting retained volumes")
 		}
 		for _, pvc := range pvcs.Items {
 			if pvc.Annotations[engine.AnnotationRetainedFor] != "" {
-				kept[types.NamespacedName{Namespace: ns, Name: pvc.Labels[engine.LabelInstance]}] = true
+				key := types.NamespacedName{Namespace: ns, Name: pvc.Labels[engine.LabelInstance]}
+				out.kept[key] = true
+				out.storage[key] = max(out.storage[key], pvc.Spec.Resources.Requests.Storage().Value())
 			}
 		}
 	}
-	return kept, nil
+	return nil
 }
+
+// storageUsage is what the user's volumes hold against their budget, read from the API server.
+func (w *workspaces) storageUsage(ctx context.Context, user string) (*workspacev1.StorageUsage, error) {
+	u, err := w.usageOf(ctx, user, true)
+	if err != nil {
+		return nil, err
+	}
+	out := &workspacev1.StorageUsage{BudgetBytes: w.cfg.maxStorage}
+	for key, b := range u.storage {
+		out.UsedBytes += b
+		if !u.workspaces[key] {
+			out.KeptBytes += b
+		}
+	}
+	return out, nil
+}
+
+// quantity is n bytes as a quantity: 10Gi.
+func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
 
 // current is the usage read plus the reservations since; the caller holds u.mu.
 func (u *userLock) current() usage {
-	cur := usage{workspaces: copySet(u.base.workspaces), running: copySet(u.base.running), kept: copySet(u.base.kept)}
+	cur := usage{workspaces: copySet(u.base.workspaces), running: copySet(u.base.running), kept: copySet(u.base.kept),
+		storage: maps.Clone(u.base.storage)}
 	for _, r := range u.pending {
 		if r.ask.workspace {
 			cur.workspaces[r.key] = true
@@ -167,6 +271,9 @@ func (u *userLock) current() usage {
 		}
 		if r.ask.retained {
 			cur.kept[r.key] = true
+		}
+		if r.ask.storage > 0 && cur.storage != nil {
+			cur.storage[r.key] = max(cur.storage[r.key], r.ask.storage)
 		}
 	}
 	return cur

@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,6 +48,7 @@ type config struct {
 	maxRunning    int
 	maxWatches    int
 	maxRetained   int
+	maxStorage    int64 // bytes; 0: no budget
 	limits        workspace.Limits
 	accessKey     []byte
 	activity      *workspace.Activity // nil: calls are not recorded as use
@@ -193,6 +195,18 @@ func WithMaxRetainedVolumes(n int) Option {
 			return fmt.Errorf("max retained volumes %d must not be negative", n)
 		}
 		c.maxRetained = n
+		return nil
+	}
+}
+
+// WithMaxStorage sets each user's storage budget: the bytes of the volumes of their workspaces
+// and of those they keep after delete, together (default 0: no budget, only the counts).
+func WithMaxStorage(q resource.Quantity) Option {
+	return func(c *config) error {
+		if q.Sign() < 0 {
+			return fmt.Errorf("storage budget %s must not be negative", q.String())
+		}
+		c.maxStorage = q.Value()
 		return nil
 	}
 }

@@ -66,9 +66,18 @@ func (s *v1Service) List(ctx context.Context, in *workspacev1.ListWorkspacesRequ
 	if err != nil {
 		return nil, err
 	}
-	out := &workspacev1.ListWorkspacesResponse{}
+	storage, err := s.w.storageUsage(ctx, userFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := &workspacev1.ListWorkspacesResponse{Storage: storage}
 	for i := range list {
-		out.Workspaces = append(out.Workspaces, toV1(&list[i]))
+		ws := toV1(&list[i])
+		// Listing is no use of a workspace (Get is): what it says of use is what came before.
+		if last := s.w.cfg.activity.Of(list[i].UID).Last; !last.IsZero() {
+			ws.LastUsed = last.UTC().Format(time.RFC3339)
+		}
+		out.Workspaces = append(out.Workspaces, ws)
 	}
 	return out, nil
 }

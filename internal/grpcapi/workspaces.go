@@ -253,11 +253,12 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	// Subscribe before creating, so that the Running event cannot be missed.
 	poke, stop := w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Namespace == key.Namespace && o.Name == key.Name })
 	defer stop()
-	if err := w.admit(ctx, user, ws, sp.fields); err != nil {
+	size, err := w.admit(ctx, user, ws, sp.fields)
+	if err != nil {
 		return nil, err
 	}
 	var createErr error
-	err := w.withQuota(ctx, user, key, ask{workspace: true, running: true, retained: sp.retain}, func() error {
+	err = w.withQuota(ctx, user, key, ask{workspace: true, running: true, retained: sp.retain, storage: size}, func() error {
 		createErr = w.createOutliving(ctx, ws)
 		return createErr
 	})
@@ -304,27 +305,31 @@ func outcomeKnown(err error) bool {
 
 // admit checks a create before the quota is counted, since these are the more useful answers:
 // a taken name (a workspace, or another user's retained volume), the CRD's rules (through a
-// dry run), and the operator's limits on the workspace as the dry run defaulted it.
-func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.Workspace, f fields) error {
+// dry run), and the operator's limits on the workspace as the dry run defaulted it. storage is
+// the bytes of the volume it will claim, defaulted too, for the storage budget.
+func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.Workspace, f fields) (storage int64, err error) {
 	key := client.ObjectKeyFromObject(ws)
 	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
-		return status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
+		return 0, status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
 	}
 	if err := w.checkRetainedVolume(ctx, user, key); err != nil {
-		return err
+		return 0, err
 	}
 	// The limits are checked on what the dry run stored: the workspace with the CRD's defaults
 	// filled in, which is what the operator renders and checks. A field the call left out is
 	// over a limit below its default just as one it set.
 	defaulted := ws.DeepCopy()
 	if err := w.c.Create(ctx, defaulted, client.DryRunAll); err != nil {
-		return createError(err, ws.Name, f)
+		return 0, createError(err, ws.Name, f)
 	}
 	if ferr := w.cfg.limits.Check(&defaulted.Spec); ferr != nil {
 		over := apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("Workspace").GroupKind(), ws.Name, field.ErrorList{ferr})
-		return createError(over, ws.Name, f)
+		return 0, createError(over, ws.Name, f)
 	}
-	return nil
+	if defaulted.Spec.Storage.Size != nil {
+		storage = defaulted.Spec.Storage.Size.Value()
+	}
+	return storage, nil
 }
 
 // waitRunning waits until the workspace is Running, bounded by the call's deadline and the

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -322,6 +323,68 @@ func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 	}
 	if err := allows(w, "ivan", ask{workspace: true, running: true, retained: true}); err != nil {
 		t.Errorf("another user: %v, want allowed", err)
+	}
+}
+
+// TestStorageBudgetCountsLiveAndKeptVolumes: hana holds a 10Gi workspace and a 5Gi volume kept
+// from a deleted one. Under a 20Gi budget she may add 5Gi but not 6Gi, taking back her kept
+// volume by its name counts it once, what she was allowed counts until the read shows it, a
+// workspace being deleted without keeping its volume no longer counts, and another user's
+// budget is their own. With no budget, only the counts apply.
+func TestStorageBudgetCountsLiveAndKeptVolumes(t *testing.T) {
+	gi := func(n int64) int64 { return n << 30 }
+	released := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "old-home",
+		Labels:      map[string]string{engine.LabelName: workspace.ChartName, engine.LabelInstance: "old", workspace.OwnerLabel: "hana"},
+		Annotations: map[string]string{engine.AnnotationRetainedFor: "workspace.infra.cloudspace.dev/old/uid-0"}},
+		Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")}}}}
+	sized := func(name, size string) *infrav1alpha1.Workspace {
+		return &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: name},
+			Spec: infrav1alpha1.WorkspaceSpec{Owner: "hana", Storage: infrav1alpha1.WorkspaceStorage{Size: ptr.To(resource.MustParse(size))}}}
+	}
+	going := sized("going", "50Gi")
+	going.DeletionTimestamp, going.Finalizers = ptr.To(metav1.Now()), []string{infrav1alpha1.Finalizer}
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
+		WithObjects(released, sized("home", "10Gi"), going).Build()
+	cfg := defaultConfig()
+	cfg.namespaces, cfg.maxStorage, cfg.maxWorkspaces, cfg.maxRunning = []string{"ides"}, gi(20), 10, 10
+	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
+	claim := func(user, name string, bytes int64) error {
+		ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: name},
+			Spec: infrav1alpha1.WorkspaceSpec{Owner: user, Storage: infrav1alpha1.WorkspaceStorage{Size: resource.NewQuantity(bytes, resource.BinarySI)}}}
+		return w.withQuota(context.Background(), user, client.ObjectKeyFromObject(ws),
+			ask{workspace: true, running: true, storage: bytes}, func() error { return server.Create(context.Background(), ws) })
+	}
+	usage, err := w.storageUsage(context.Background(), "hana")
+	if err != nil || usage.GetUsedBytes() != gi(15) || usage.GetKeptBytes() != gi(5) || usage.GetBudgetBytes() != gi(20) {
+		t.Errorf("hana's reported storage: %v, %v; want 15Gi used, 5Gi of it kept, a 20Gi budget", usage, err)
+	}
+	refusals := testutil.ToFloat64(quotaRefusals.WithLabelValues("storage"))
+	err = claim("hana", "big", gi(6))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "storage budget of 20Gi") {
+		t.Errorf("6Gi over 15Gi held: %v, want ResourceExhausted naming the 20Gi budget", err)
+	}
+	if err := claim("hana", "old", gi(5)); err != nil {
+		t.Errorf("taking back her kept 5Gi volume: %v, want allowed", err)
+	}
+	if err := claim("hana", "fits", gi(5)); err != nil {
+		t.Errorf("5Gi more, to exactly 20Gi: %v, want allowed", err)
+	}
+	if err := claim("hana", "one-more", 1); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a byte past what she was just allowed: %v, want ResourceExhausted", err)
+	}
+	if err := claim("ivan", "big", gi(20)); err != nil {
+		t.Errorf("another user's 20Gi: %v, want allowed", err)
+	}
+	if got := testutil.ToFloat64(quotaRefusals.WithLabelValues("storage")); got != refusals+2 {
+		t.Errorf("%v storage refusals counted, want %v", got-refusals, 2)
+	}
+	if usage, err = w.storageUsage(context.Background(), "hana"); err != nil || usage.GetUsedBytes() != gi(20) || usage.GetKeptBytes() != 0 {
+		t.Errorf("hana's reported storage once she took her volume back: %v, %v; want 20Gi used, none kept", usage, err)
+	}
+	cfg.maxStorage = 0
+	if err := claim("hana", "huge", gi(500)); err != nil {
+		t.Errorf("with no budget: %v, want allowed", err)
 	}
 }
 

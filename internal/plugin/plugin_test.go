@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"text/tabwriter"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +18,8 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
 
 func codeOf(err error) int {
@@ -123,5 +126,38 @@ func TestPrintTree(t *testing.T) {
 	}
 	if allReady(root) {
 		t.Error("a tree with a missing child is all ready")
+	}
+}
+
+func TestStorageLine(t *testing.T) {
+	gi := int64(1) << 30
+	for _, tc := range []struct {
+		u    *workspacev1.StorageUsage
+		want string
+	}{
+		{&workspacev1.StorageUsage{UsedBytes: 15 * gi, KeptBytes: 5 * gi, BudgetBytes: 20 * gi}, "storage: 15Gi of 20Gi (5Gi kept after delete)"},
+		{&workspacev1.StorageUsage{UsedBytes: 10 * gi}, "storage: 10Gi (0 kept after delete)"},
+		{nil, "storage: 0 (0 kept after delete)"},
+	} {
+		if got := storageLine(tc.u); got != tc.want {
+			t.Errorf("storageLine(%v) = %q, want %q", tc.u, got, tc.want)
+		}
+	}
+}
+
+func TestIdleFor(t *testing.T) {
+	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		phase, lastUsed, want string
+	}{
+		{"Running", "2026-11-25T08:48:00Z", "12m"},
+		{"Running", "2026-11-25T08:59:20Z", "40s"},
+		{"Running", "", "-"},
+		{"Stopped", "2026-11-25T08:48:00Z", "-"},
+	} {
+		ws := &workspacev1.Workspace{Phase: tc.phase, LastUsed: tc.lastUsed}
+		if got := idleFor(ws, now); got != tc.want {
+			t.Errorf("idleFor(%s, last used %q) = %q, want %q", tc.phase, tc.lastUsed, got, tc.want)
+		}
 	}
 }

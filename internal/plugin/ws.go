@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
@@ -149,21 +152,47 @@ func (o *wsOptions) ref(name string) *workspacev1.WorkspaceRef {
 }
 
 func (o *wsOptions) list(ctx context.Context) error {
-	var out []*workspacev1.Workspace
+	var resp *workspacev1.ListWorkspacesResponse
 	err := o.call(ctx, func(ctx context.Context, c workspacev1.WorkspaceServiceClient) error {
-		resp, err := c.List(ctx, &workspacev1.ListWorkspacesRequest{Namespace: o.namespace})
-		out = resp.GetWorkspaces()
+		var err error
+		resp, err = c.List(ctx, &workspacev1.ListWorkspacesRequest{Namespace: o.namespace})
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	out := resp.GetWorkspaces()
 	return o.print(out, func(w *tabwriter.Writer) {
-		row(w, "NAMESPACE", "NAME", "PHASE", "RUNNING", "URL", "IDLE STOP")
+		row(w, "NAMESPACE", "NAME", "PHASE", "RUNNING", "STORAGE", "URL", "IDLE", "IDLE STOP")
+		now := time.Now()
 		for _, ws := range out {
-			row(w, ws.GetNamespace(), ws.GetName(), ws.GetPhase(), ws.GetRunning(), ws.GetUrl(), idleColumn(ws))
+			row(w, ws.GetNamespace(), ws.GetName(), ws.GetPhase(), ws.GetRunning(), ws.GetStorage(), ws.GetUrl(), idleFor(ws, now), idleColumn(ws))
 		}
+		fmt.Fprintln(w, storageLine(resp.GetStorage()))
 	})
+}
+
+// storageLine says what the user's volumes hold against their budget: "storage: 15Gi of 20Gi
+// (5Gi kept after delete)".
+func storageLine(u *workspacev1.StorageUsage) string {
+	line := "storage: " + quantity(u.GetUsedBytes())
+	if u.GetBudgetBytes() > 0 {
+		line += " of " + quantity(u.GetBudgetBytes())
+	}
+	return line + " (" + quantity(u.GetKeptBytes()) + " kept after delete)"
+}
+
+// quantity is n bytes as a quantity: 10Gi.
+func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+
+// idleFor is how long a running workspace has not been used ("12m"), as the API knows; "-"
+// when it does not run or no use is known.
+func idleFor(ws *workspacev1.Workspace, now time.Time) string {
+	last, err := time.Parse(time.RFC3339, ws.GetLastUsed())
+	if ws.GetPhase() != "Running" || err != nil {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(last))
 }
 
 // idleColumn says when an unused workspace will be stopped, or that it was: "-" when neither.

@@ -82,7 +82,7 @@ func (x WorkspaceEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkspaceEvent_Type.Descriptor instead.
 func (WorkspaceEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{8, 0}
+	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{9, 0}
 }
 
 // A workspace as the API shows it. On create, the fields marked "out" are ignored.
@@ -127,7 +127,11 @@ type Workspace struct {
 	IdleStopAt string `protobuf:"bytes,18,opt,name=idle_stop_at,json=idleStopAt,proto3" json:"idle_stop_at,omitempty"`
 	// IdleTimeout stops the IDE after it has been unused this long (a Go duration of at least
 	// 1m, such as "30m"): at most the server's own when it has one; the server's when empty.
-	IdleTimeout   string `protobuf:"bytes,19,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	IdleTimeout string `protobuf:"bytes,19,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	// LastUsed (out): when it was last seen used (an IDE or terminal session, or a call on it),
+	// RFC 3339; set by List only, as the answering replica knows it (the leader reads every IDE;
+	// another replica knows the calls it served). Empty when none is known.
+	LastUsed      string `protobuf:"bytes,20,opt,name=last_used,json=lastUsed,proto3" json:"last_used,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -291,6 +295,13 @@ func (x *Workspace) GetIdleStopAt() string {
 func (x *Workspace) GetIdleTimeout() string {
 	if x != nil {
 		return x.IdleTimeout
+	}
+	return ""
+}
+
+func (x *Workspace) GetLastUsed() string {
+	if x != nil {
+		return x.LastUsed
 	}
 	return ""
 }
@@ -498,8 +509,10 @@ func (x *ListWorkspacesRequest) GetNamespace() string {
 }
 
 type ListWorkspacesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Workspaces    []*Workspace           `protobuf:"bytes,1,rep,name=workspaces,proto3" json:"workspaces,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Workspaces []*Workspace           `protobuf:"bytes,1,rep,name=workspaces,proto3" json:"workspaces,omitempty"`
+	// The caller's volumes, in every namespace the server serves, against their storage budget.
+	Storage       *StorageUsage `protobuf:"bytes,2,opt,name=storage,proto3" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +554,78 @@ func (x *ListWorkspacesResponse) GetWorkspaces() []*Workspace {
 	return nil
 }
 
+func (x *ListWorkspacesResponse) GetStorage() *StorageUsage {
+	if x != nil {
+		return x.Storage
+	}
+	return nil
+}
+
+// StorageUsage is what a user's volumes hold against their storage budget.
+type StorageUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes of the user's volumes: their workspaces' (as asked, storage) and those kept after
+	// delete, each once.
+	UsedBytes int64 `protobuf:"varint,1,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	// Of used_bytes, the volumes kept after their workspace was deleted.
+	KeptBytes int64 `protobuf:"varint,2,opt,name=kept_bytes,json=keptBytes,proto3" json:"kept_bytes,omitempty"`
+	// The most used_bytes may reach; 0 when the server sets no budget.
+	BudgetBytes   int64 `protobuf:"varint,3,opt,name=budget_bytes,json=budgetBytes,proto3" json:"budget_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageUsage) Reset() {
+	*x = StorageUsage{}
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageUsage) ProtoMessage() {}
+
+func (x *StorageUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageUsage.ProtoReflect.Descriptor instead.
+func (*StorageUsage) Descriptor() ([]byte, []int) {
+	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StorageUsage) GetUsedBytes() int64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *StorageUsage) GetKeptBytes() int64 {
+	if x != nil {
+		return x.KeptBytes
+	}
+	return 0
+}
+
+func (x *StorageUsage) GetBudgetBytes() int64 {
+	if x != nil {
+		return x.BudgetBytes
+	}
+	return 0
+}
+
 type DeleteWorkspaceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -549,7 +634,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[6]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +646,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[6]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +659,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{6}
+	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{7}
 }
 
 type WatchWorkspacesRequest struct {
@@ -588,7 +673,7 @@ type WatchWorkspacesRequest struct {
 
 func (x *WatchWorkspacesRequest) Reset() {
 	*x = WatchWorkspacesRequest{}
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[7]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +685,7 @@ func (x *WatchWorkspacesRequest) String() string {
 func (*WatchWorkspacesRequest) ProtoMessage() {}
 
 func (x *WatchWorkspacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[7]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +698,7 @@ func (x *WatchWorkspacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkspacesRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkspacesRequest) Descriptor() ([]byte, []int) {
-	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{7}
+	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WatchWorkspacesRequest) GetNamespace() string {
@@ -640,7 +725,7 @@ type WorkspaceEvent struct {
 
 func (x *WorkspaceEvent) Reset() {
 	*x = WorkspaceEvent{}
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[8]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +737,7 @@ func (x *WorkspaceEvent) String() string {
 func (*WorkspaceEvent) ProtoMessage() {}
 
 func (x *WorkspaceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[8]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +750,7 @@ func (x *WorkspaceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceEvent.ProtoReflect.Descriptor instead.
 func (*WorkspaceEvent) Descriptor() ([]byte, []int) {
-	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{8}
+	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkspaceEvent) GetType() WorkspaceEvent_Type {
@@ -697,7 +782,7 @@ type WorkspaceAccess struct {
 
 func (x *WorkspaceAccess) Reset() {
 	*x = WorkspaceAccess{}
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[9]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +794,7 @@ func (x *WorkspaceAccess) String() string {
 func (*WorkspaceAccess) ProtoMessage() {}
 
 func (x *WorkspaceAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_cloudspace_v1_workspace_proto_msgTypes[9]
+	mi := &file_cloudspace_v1_workspace_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +807,7 @@ func (x *WorkspaceAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceAccess.ProtoReflect.Descriptor instead.
 func (*WorkspaceAccess) Descriptor() ([]byte, []int) {
-	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{9}
+	return file_cloudspace_v1_workspace_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WorkspaceAccess) GetUrl() string {
@@ -750,7 +835,7 @@ var File_cloudspace_v1_workspace_proto protoreflect.FileDescriptor
 
 const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcloudspace/v1/workspace.proto\x12\rcloudspace.v1\"\xfd\x03\n" +
+	"\x1dcloudspace/v1/workspace.proto\x12\rcloudspace.v1\"\x9a\x04\n" +
 	"\tWorkspace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -772,7 +857,8 @@ const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\x0estopped_reason\x18\x11 \x01(\tR\rstoppedReason\x12 \n" +
 	"\fidle_stop_at\x18\x12 \x01(\tR\n" +
 	"idleStopAt\x12!\n" +
-	"\fidle_timeout\x18\x13 \x01(\tR\vidleTimeout\"d\n" +
+	"\fidle_timeout\x18\x13 \x01(\tR\vidleTimeout\x12\x1b\n" +
+	"\tlast_used\x18\x14 \x01(\tR\blastUsed\"d\n" +
 	"\x16CreateWorkspaceRequest\x126\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x18.cloudspace.v1.WorkspaceR\tworkspace\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"@\n" +
@@ -783,11 +869,18 @@ const file_cloudspace_v1_workspace_proto_rawDesc = "" +
 	"\x03ref\x18\x01 \x01(\v2\x1b.cloudspace.v1.WorkspaceRefR\x03ref\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"5\n" +
 	"\x15ListWorkspacesRequest\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"R\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\x89\x01\n" +
 	"\x16ListWorkspacesResponse\x128\n" +
 	"\n" +
 	"workspaces\x18\x01 \x03(\v2\x18.cloudspace.v1.WorkspaceR\n" +
-	"workspaces\"\x19\n" +
+	"workspaces\x125\n" +
+	"\astorage\x18\x02 \x01(\v2\x1b.cloudspace.v1.StorageUsageR\astorage\"o\n" +
+	"\fStorageUsage\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x01 \x01(\x03R\tusedBytes\x12\x1d\n" +
+	"\n" +
+	"kept_bytes\x18\x02 \x01(\x03R\tkeptBytes\x12!\n" +
+	"\fbudget_bytes\x18\x03 \x01(\x03R\vbudgetBytes\"\x19\n" +
 	"\x17DeleteWorkspaceResponse\"J\n" +
 	"\x16WatchWorkspacesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -830,7 +923,7 @@ func file_cloudspace_v1_workspace_proto_rawDescGZIP() []byte {
 }
 
 var file_cloudspace_v1_workspace_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cloudspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_cloudspace_v1_workspace_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_cloudspace_v1_workspace_proto_goTypes = []any{
 	(WorkspaceEvent_Type)(0),        // 0: cloudspace.v1.WorkspaceEvent.Type
 	(*Workspace)(nil),               // 1: cloudspace.v1.Workspace
@@ -839,42 +932,44 @@ var file_cloudspace_v1_workspace_proto_goTypes = []any{
 	(*StartWorkspaceRequest)(nil),   // 4: cloudspace.v1.StartWorkspaceRequest
 	(*ListWorkspacesRequest)(nil),   // 5: cloudspace.v1.ListWorkspacesRequest
 	(*ListWorkspacesResponse)(nil),  // 6: cloudspace.v1.ListWorkspacesResponse
-	(*DeleteWorkspaceResponse)(nil), // 7: cloudspace.v1.DeleteWorkspaceResponse
-	(*WatchWorkspacesRequest)(nil),  // 8: cloudspace.v1.WatchWorkspacesRequest
-	(*WorkspaceEvent)(nil),          // 9: cloudspace.v1.WorkspaceEvent
-	(*WorkspaceAccess)(nil),         // 10: cloudspace.v1.WorkspaceAccess
+	(*StorageUsage)(nil),            // 7: cloudspace.v1.StorageUsage
+	(*DeleteWorkspaceResponse)(nil), // 8: cloudspace.v1.DeleteWorkspaceResponse
+	(*WatchWorkspacesRequest)(nil),  // 9: cloudspace.v1.WatchWorkspacesRequest
+	(*WorkspaceEvent)(nil),          // 10: cloudspace.v1.WorkspaceEvent
+	(*WorkspaceAccess)(nil),         // 11: cloudspace.v1.WorkspaceAccess
 }
 var file_cloudspace_v1_workspace_proto_depIdxs = []int32{
 	1,  // 0: cloudspace.v1.CreateWorkspaceRequest.workspace:type_name -> cloudspace.v1.Workspace
 	3,  // 1: cloudspace.v1.StartWorkspaceRequest.ref:type_name -> cloudspace.v1.WorkspaceRef
 	1,  // 2: cloudspace.v1.ListWorkspacesResponse.workspaces:type_name -> cloudspace.v1.Workspace
-	0,  // 3: cloudspace.v1.WorkspaceEvent.type:type_name -> cloudspace.v1.WorkspaceEvent.Type
-	1,  // 4: cloudspace.v1.WorkspaceEvent.workspace:type_name -> cloudspace.v1.Workspace
-	2,  // 5: cloudspace.v1.WorkspaceService.Create:input_type -> cloudspace.v1.CreateWorkspaceRequest
-	3,  // 6: cloudspace.v1.WorkspaceService.Get:input_type -> cloudspace.v1.WorkspaceRef
-	5,  // 7: cloudspace.v1.WorkspaceService.List:input_type -> cloudspace.v1.ListWorkspacesRequest
-	4,  // 8: cloudspace.v1.WorkspaceService.Start:input_type -> cloudspace.v1.StartWorkspaceRequest
-	3,  // 9: cloudspace.v1.WorkspaceService.Stop:input_type -> cloudspace.v1.WorkspaceRef
-	3,  // 10: cloudspace.v1.WorkspaceService.Delete:input_type -> cloudspace.v1.WorkspaceRef
-	3,  // 11: cloudspace.v1.WorkspaceService.GetAccess:input_type -> cloudspace.v1.WorkspaceRef
-	3,  // 12: cloudspace.v1.WorkspaceService.RotateAccess:input_type -> cloudspace.v1.WorkspaceRef
-	8,  // 13: cloudspace.v1.WorkspaceService.Watch:input_type -> cloudspace.v1.WatchWorkspacesRequest
-	3,  // 14: cloudspace.v1.WorkspaceService.KeepAlive:input_type -> cloudspace.v1.WorkspaceRef
-	1,  // 15: cloudspace.v1.WorkspaceService.Create:output_type -> cloudspace.v1.Workspace
-	1,  // 16: cloudspace.v1.WorkspaceService.Get:output_type -> cloudspace.v1.Workspace
-	6,  // 17: cloudspace.v1.WorkspaceService.List:output_type -> cloudspace.v1.ListWorkspacesResponse
-	1,  // 18: cloudspace.v1.WorkspaceService.Start:output_type -> cloudspace.v1.Workspace
-	1,  // 19: cloudspace.v1.WorkspaceService.Stop:output_type -> cloudspace.v1.Workspace
-	7,  // 20: cloudspace.v1.WorkspaceService.Delete:output_type -> cloudspace.v1.DeleteWorkspaceResponse
-	10, // 21: cloudspace.v1.WorkspaceService.GetAccess:output_type -> cloudspace.v1.WorkspaceAccess
-	10, // 22: cloudspace.v1.WorkspaceService.RotateAccess:output_type -> cloudspace.v1.WorkspaceAccess
-	9,  // 23: cloudspace.v1.WorkspaceService.Watch:output_type -> cloudspace.v1.WorkspaceEvent
-	1,  // 24: cloudspace.v1.WorkspaceService.KeepAlive:output_type -> cloudspace.v1.Workspace
-	15, // [15:25] is the sub-list for method output_type
-	5,  // [5:15] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	7,  // 3: cloudspace.v1.ListWorkspacesResponse.storage:type_name -> cloudspace.v1.StorageUsage
+	0,  // 4: cloudspace.v1.WorkspaceEvent.type:type_name -> cloudspace.v1.WorkspaceEvent.Type
+	1,  // 5: cloudspace.v1.WorkspaceEvent.workspace:type_name -> cloudspace.v1.Workspace
+	2,  // 6: cloudspace.v1.WorkspaceService.Create:input_type -> cloudspace.v1.CreateWorkspaceRequest
+	3,  // 7: cloudspace.v1.WorkspaceService.Get:input_type -> cloudspace.v1.WorkspaceRef
+	5,  // 8: cloudspace.v1.WorkspaceService.List:input_type -> cloudspace.v1.ListWorkspacesRequest
+	4,  // 9: cloudspace.v1.WorkspaceService.Start:input_type -> cloudspace.v1.StartWorkspaceRequest
+	3,  // 10: cloudspace.v1.WorkspaceService.Stop:input_type -> cloudspace.v1.WorkspaceRef
+	3,  // 11: cloudspace.v1.WorkspaceService.Delete:input_type -> cloudspace.v1.WorkspaceRef
+	3,  // 12: cloudspace.v1.WorkspaceService.GetAccess:input_type -> cloudspace.v1.WorkspaceRef
+	3,  // 13: cloudspace.v1.WorkspaceService.RotateAccess:input_type -> cloudspace.v1.WorkspaceRef
+	9,  // 14: cloudspace.v1.WorkspaceService.Watch:input_type -> cloudspace.v1.WatchWorkspacesRequest
+	3,  // 15: cloudspace.v1.WorkspaceService.KeepAlive:input_type -> cloudspace.v1.WorkspaceRef
+	1,  // 16: cloudspace.v1.WorkspaceService.Create:output_type -> cloudspace.v1.Workspace
+	1,  // 17: cloudspace.v1.WorkspaceService.Get:output_type -> cloudspace.v1.Workspace
+	6,  // 18: cloudspace.v1.WorkspaceService.List:output_type -> cloudspace.v1.ListWorkspacesResponse
+	1,  // 19: cloudspace.v1.WorkspaceService.Start:output_type -> cloudspace.v1.Workspace
+	1,  // 20: cloudspace.v1.WorkspaceService.Stop:output_type -> cloudspace.v1.Workspace
+	8,  // 21: cloudspace.v1.WorkspaceService.Delete:output_type -> cloudspace.v1.DeleteWorkspaceResponse
+	11, // 22: cloudspace.v1.WorkspaceService.GetAccess:output_type -> cloudspace.v1.WorkspaceAccess
+	11, // 23: cloudspace.v1.WorkspaceService.RotateAccess:output_type -> cloudspace.v1.WorkspaceAccess
+	10, // 24: cloudspace.v1.WorkspaceService.Watch:output_type -> cloudspace.v1.WorkspaceEvent
+	1,  // 25: cloudspace.v1.WorkspaceService.KeepAlive:output_type -> cloudspace.v1.Workspace
+	16, // [16:26] is the sub-list for method output_type
+	6,  // [6:16] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_cloudspace_v1_workspace_proto_init() }
@@ -888,7 +983,7 @@ func file_cloudspace_v1_workspace_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloudspace_v1_workspace_proto_rawDesc), len(file_cloudspace_v1_workspace_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

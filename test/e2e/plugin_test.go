@@ -53,6 +53,15 @@ func kubectlCloudspace(t *testing.T, args ...string) ([]byte, int) {
 	return out, 0
 }
 
+// wsArgs are the plugin's arguments for the ws command args, called as user of the suite's API.
+func wsArgs(t *testing.T, user string, args ...string) []string {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(tokens[user]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"ws", "--api", grpcAddr, "--api-ca-file", grpcTLS.CA, "--api-token-file", tokenFile}, args...)
+}
+
 // pluginJSON runs the plugin with -o json and decodes its output into v.
 func pluginJSON(t *testing.T, v any, args ...string) int {
 	t.Helper()
@@ -179,13 +188,7 @@ func TestPluginWorkspaceCommandsActOnlyOnTheCallersWorkspaces(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = api.Delete(as(t, "alice", time.Minute), &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: name})
 	})
-	ws := func(user string, args ...string) []string {
-		tokenFile := filepath.Join(t.TempDir(), "token")
-		if err := os.WriteFile(tokenFile, []byte(tokens[user]+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return append([]string{"ws", "--api", grpcAddr, "--api-ca-file", grpcTLS.CA, "--api-token-file", tokenFile}, args...)
-	}
+	ws := func(user string, args ...string) []string { return wsArgs(t, user, args...) }
 	var bobs []map[string]any
 	if code := pluginJSON(t, &bobs, ws("bob", "list")...); code != plugin.ExitOK {
 		t.Fatalf("bob's list: exit %d", code)

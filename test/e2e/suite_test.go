@@ -37,7 +37,8 @@ var (
 )
 
 // The API's users and their tokens, as stored in the token Secret.
-var tokens = map[string]string{"alice": "tok-alice-4f1c", "bob": "tok-bob-9a2e", "carol": "tok-carol-77d0", "dave": "tok-dave-5b1e"}
+var tokens = map[string]string{"alice": "tok-alice-4f1c", "bob": "tok-bob-9a2e", "carol": "tok-carol-77d0", "dave": "tok-dave-5b1e",
+	"erin": "tok-erin-3c8a"}
 
 // testdata holds Demo, the pure chart kind the suite's operator serves besides the shipped kinds.
 var testdata = filepath.Join(framework.RepoRoot(), "test", "testdata")
@@ -191,7 +192,7 @@ func grpcSetUp(ctx context.Context, work string) ([]string, error) {
 		"--workspace-access-key-secret=" + operatorNS + "/cloudspace-workspace-access-key",
 		"--workspace-namespaces=" + workspaceNS,
 		"--quota-max-workspaces=3", "--quota-max-running=2", "--grpc-max-wait=2m",
-		fmt.Sprintf("--quota-max-watches=%d", e2eMaxWatches),
+		fmt.Sprintf("--quota-max-watches=%d", e2eMaxWatches), "--quota-max-storage=" + e2eMaxStorage,
 		// The suite's few users make more writes a minute than a person would; make abuse checks
 		// the default rate.
 		"--quota-writes-per-minute=600", "--quota-write-burst=100",
