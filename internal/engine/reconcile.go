@@ -6,6 +6,9 @@
 // The engine never takes what is not its own: it writes and deletes only objects it created for
 // that resource (controller owner reference with the resource's UID, or AnnotationRetainedFor
 // naming it); any other object in a child's place is an OwnershipConflict.
+//
+// The package defines no API: controller-gen must not take its cache's compact objects for one.
+// +kubebuilder:skip
 package engine
 
 import (
