@@ -50,6 +50,10 @@ func (c *WorkspaceConfig) BindFlags(fs *flag.FlagSet) {
 		"Stop a workspace whose IDE is unused this long (no editor or terminal session, no API call), keeping its storage; 0 stops only those whose spec.idleTimeout asks. A spec may ask for less, never more.")
 	fs.DurationVar(&c.IdleWarning, "workspace-idle-warning", c.IdleWarning,
 		"How long before an idle stop the workspace says so (status.idleStopAt, on Watch); at most half the idle timeout.")
+	fs.DurationVar(&c.StaleAfter, "workspace-stale-after", c.StaleAfter,
+		"Report a workspace stopped and untouched (no spec change, no API call) this long as stale (status.staleSince, a Stale event); 0 reports none.")
+	fs.DurationVar(&c.DeleteStaleAfter, "workspace-delete-stale-after", c.DeleteStaleAfter,
+		"Delete a workspace stopped and untouched this long, its volume going or staying by its reclaimPolicy; must exceed --workspace-stale-after, which gives the notice (status.deleteAt); 0 deletes none.")
 	fs.StringVar(&c.AccessKeySecret, "workspace-access-key-secret", c.AccessKeySecret,
 		"namespace/name of the Secret holding the key each IDE's password is derived from; created with a random key when missing.")
 	bindRepeatable(fs,

@@ -72,6 +72,11 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Opti
 				return fmt.Errorf("adding the IDE activity probe: %w", err)
 			}
 		}
+		if cfg.Workspace.DeleteStaleAfter > 0 {
+			if err := mgr.Add(newStaleReaper(mgr, cfg.Workspace)); err != nil {
+				return fmt.Errorf("adding the stale workspace reaper: %w", err)
+			}
+		}
 	}
 	return engine.Setup(mgr, ws, append(lifecycles(cfg, workspaces), opts...)...)
 }
@@ -90,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workspace.IdleTimeout < 0 || c.Workspace.IdleWarning < 0 {
 		return fmt.Errorf("--workspace-idle-timeout %s, --workspace-idle-warning %s: durations must not be negative", c.Workspace.IdleTimeout, c.Workspace.IdleWarning)
+	}
+	if err := c.Workspace.validateStale(); err != nil {
+		return err
 	}
 	if err := c.WorkspaceIngress.validate(); err != nil {
 		return err

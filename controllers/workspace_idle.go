@@ -154,7 +154,11 @@ func (p *activityProbe) probeAll(ctx context.Context) error {
 	if err := p.reader.List(ctx, list); err != nil {
 		return fmt.Errorf("listing workspaces: %w", err)
 	}
+	// The use of every workspace there is is kept: a stopped one's calls say it is not stale.
 	live := map[types.UID]bool{}
+	for i := range list.Items {
+		live[list.Items[i].GetUID()] = true
+	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 8)
 	for i := range list.Items {
@@ -166,7 +170,6 @@ func (p *activityProbe) probeAll(ctx context.Context) error {
 		if err != nil || ws.Status.Phase != infrav1alpha1.WorkspaceRunning || ws.Status.PodIP == "" || p.idle.timeoutFor(ws) <= 0 {
 			continue
 		}
-		live[ws.UID] = true
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()

@@ -74,6 +74,21 @@ type WorkspaceConfig struct {
 	// ActivityInterval is how often each running IDE's activity is read, when an idle timeout
 	// applies to it; DefaultActivityInterval when 0.
 	ActivityInterval time.Duration
+	// StaleAfter reports a workspace stopped and untouched this long as stale
+	// (status.staleSince, an event); 0 reports none.
+	StaleAfter time.Duration
+	// DeleteStaleAfter deletes a workspace stopped and untouched this long, reported stale
+	// since StaleAfter (status.deleteAt says when); 0 deletes none. It must exceed StaleAfter:
+	// the gap is the notice its owner gets.
+	DeleteStaleAfter time.Duration
+	// StaleInterval is how often stale workspaces due for deletion are looked for;
+	// DefaultStaleInterval when 0.
+	StaleInterval time.Duration
+}
+
+// stale is the stale policy for the workspace whose use is known as use.
+func (c WorkspaceConfig) stale(use workspace.Use) stalePolicy {
+	return stalePolicy{after: c.StaleAfter, deleteAfter: c.DeleteStaleAfter, use: use}
 }
 
 // idle is the idle policy for the workspace whose use is known as use.

@@ -26,15 +26,16 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	now, pol := l.now(), policy{maxFailedStarts: l.MaxFailedStarts, idle: l.idle(l.Activity.Of(ws.UID))}
+	use := l.Activity.Of(ws.UID)
+	now, pol := l.now(), policy{maxFailedStarts: l.MaxFailedStarts, idle: l.idle(use), stale: l.stale(use)}
 	st, failure := workspaceStatus(ws, pods, pol, now)
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	res := engine.StatusResult{Fields: fields, RequeueAfter: soonest(untilTimeout(ws, st, now), untilIdleCheck(ws, st, pol.idle, now)),
-		Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason,
-		Written: workspaceTransitions(ws, st, livePods(pods))}
+	res := engine.StatusResult{Fields: fields, Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason,
+		RequeueAfter: soonest(untilTimeout(ws, st, now), soonest(untilIdleCheck(ws, st, pol.idle, now), untilStale(ws, st, pol.stale, now))),
+		Written:      workspaceTransitions(ws, st, livePods(pods))}
 	switch {
 	case st.StoppedReason != "" && !ws.StoppedByOperator():
 		// Stopped just now: the next render, once this status is written, stops the IDE.
@@ -42,6 +43,8 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: st.Message}
 	case st.IdleStopAt != nil:
 		res.Notice = engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: st.Message}
+	case st.StaleSince != nil && ws.Status.StaleSince == nil:
+		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStale, Message: st.Message}
 	}
 	return res, nil
 }
@@ -58,6 +61,7 @@ type policy struct {
 	// maxFailedStarts is the failed starts after which the IDE is stopped; 0: never.
 	maxFailedStarts int
 	idle            idlePolicy
+	stale           stalePolicy
 }
 
 // soonest is the sooner of two waits, either 0 for none.
@@ -80,14 +84,14 @@ func workspaceStatus(ws *infrav1alpha1.Workspace, pods []corev1.Pod, pol policy,
 		if st.Phase == infrav1alpha1.WorkspaceStopping {
 			st.Message = "waiting for the IDE pod to exit"
 		}
-		return st, problem{}
+		return stoppedStatus(ws, st, pol.stale, now), problem{}
 	case ws.StoppedByOperator():
 		st.Phase, st.Message = stoppedPhase(live), prev.Message
 		st.StoppedReason, st.Restarts, st.FailedStarts = prev.StoppedReason, prev.Restarts, prev.FailedStarts
 		if st.StoppedReason != infrav1alpha1.StoppedStartFailed {
-			return st, problem{} // stopped for being unused: nothing failed
+			return stoppedStatus(ws, st, pol.stale, now), problem{} // stopped for being unused: nothing failed
 		}
-		return st, problem{reason: infrav1alpha1.ReasonStartFailed, message: prev.Message}
+		return stoppedStatus(ws, st, pol.stale, now), problem{reason: infrav1alpha1.ReasonStartFailed, message: prev.Message}
 	}
 	if p := readyPod(live); p != nil {
 		st.Phase, st.NodeName, st.PodIP = infrav1alpha1.WorkspaceRunning, p.Spec.NodeName, p.Status.PodIP

@@ -133,4 +133,11 @@ const (
 	// EventStoppedByOperator: the operator stopped a Workspace its spec asks to run
 	// (status.stoppedReason: Idle, or StartFailed); the message says why. Its volume is kept.
 	EventStoppedByOperator = "StoppedByOperator"
+	// EventStale: a Workspace stopped and untouched for the operator's --workspace-stale-after
+	// is stale (status.staleSince); the message says since when, and when the operator will
+	// delete it if it deletes stale workspaces (status.deleteAt).
+	EventStale = "Stale"
+	// EventDeletedStale: the operator deleted a stale Workspace at its status.deleteAt, as
+	// --workspace-delete-stale-after asks. Its volume goes or stays by its reclaimPolicy.
+	EventDeletedStale = "DeletedStale"
 )

@@ -287,6 +287,20 @@ type WorkspaceStatus struct {
 	// (the operator's --workspace-idle-warning before it); any use postpones it.
 	// +optional
 	IdleStopAt *metav1.Time `json:"idleStopAt,omitempty"`
+	// StoppedAt is when the IDE last stopped (the phase became Stopped), kept while it stays
+	// stopped.
+	// +optional
+	StoppedAt *metav1.Time `json:"stoppedAt,omitempty"`
+	// StaleSince is when the workspace became stale: stopped and untouched (no spec change,
+	// no call through the API) for the operator's --workspace-stale-after. Starting it, or any
+	// change, makes it fresh again.
+	// +optional
+	StaleSince *metav1.Time `json:"staleSince,omitempty"`
+	// DeleteAt is when the operator will delete this stale workspace, as its
+	// --workspace-delete-stale-after asks; its volume goes or stays by reclaimPolicy. Starting
+	// it, or any change, before then keeps it.
+	// +optional
+	DeleteAt *metav1.Time `json:"deleteAt,omitempty"`
 	// IngressHost is the host this workspace claims (spec.ingress.host, in lower case), and
 	// IngressHostClaimedAt when it first did: a host is held by the workspace whose claim is
 	// the earliest, so that moving an older workspace onto a host another one is served at
@@ -332,6 +346,8 @@ type WorkspaceStatus struct {
 // +kubebuilder:printcolumn:name="Failed starts",type=integer,JSONPath=`.status.failedStarts`,priority=1
 // +kubebuilder:printcolumn:name="Stopped",type=string,JSONPath=`.status.stoppedReason`,priority=1
 // +kubebuilder:printcolumn:name="Idle stop",type=string,JSONPath=`.status.idleStopAt`,priority=1
+// +kubebuilder:printcolumn:name="Stale since",type=date,JSONPath=`.status.staleSince`,priority=1
+// +kubebuilder:printcolumn:name="Delete at",type=string,JSONPath=`.status.deleteAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Workspace struct {
 	metav1.TypeMeta   `json:",inline"`

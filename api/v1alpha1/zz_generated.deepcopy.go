@@ -587,6 +587,18 @@ func (in *WorkspaceStatus) DeepCopyInto(out *WorkspaceStatus) {
 		in, out := &in.IdleStopAt, &out.IdleStopAt
 		*out = (*in).DeepCopy()
 	}
+	if in.StoppedAt != nil {
+		in, out := &in.StoppedAt, &out.StoppedAt
+		*out = (*in).DeepCopy()
+	}
+	if in.StaleSince != nil {
+		in, out := &in.StaleSince, &out.StaleSince
+		*out = (*in).DeepCopy()
+	}
+	if in.DeleteAt != nil {
+		in, out := &in.DeleteAt, &out.DeleteAt
+		*out = (*in).DeepCopy()
+	}
 	if in.IngressHostClaimedAt != nil {
 		in, out := &in.IngressHostClaimedAt, &out.IngressHostClaimedAt
 		*out = (*in).DeepCopy()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -171,7 +172,7 @@ func (w *workspaces) readUsage(ctx context.Context, user string, u *userLock, ne
 	if fresh {
 		return nil
 	}
-	read, err := w.usageOf(ctx, user, needKept)
+	read, err := w.usageOf(ctx, user, needKept, w.decisionRead())
 	if err != nil {
 		return err
 	}
@@ -183,8 +184,8 @@ func (w *workspaces) readUsage(ctx context.Context, user string, u *userLock, ne
 }
 
 // usageOf reads the user's workspaces (and, with kept, their kept volumes) from the API server.
-func (w *workspaces) usageOf(ctx context.Context, user string, kept bool) (*usage, error) {
-	all, err := w.userWorkspaces(ctx, w.fresh, user, "")
+func (w *workspaces) usageOf(ctx context.Context, user string, kept bool, from usageRead) (*usage, error) {
+	all, err := w.userWorkspaces(ctx, from.workspaces, user, "")
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func (w *workspaces) usageOf(ctx context.Context, user string, kept bool) (*usag
 		}
 	}
 	if kept {
-		if err := w.volumesOf(ctx, user, all, out); err != nil {
+		if err := w.volumesOf(ctx, user, all, out, from.volumes...); err != nil {
 			return nil, err
 		}
 	}
@@ -210,7 +211,7 @@ func (w *workspaces) usageOf(ctx context.Context, user string, kept bool) (*usag
 // volumesOf fills in the volumes the user holds: kept are those they keep or will keep (those
 // already released, and those of their workspaces with reclaimPolicy Retain, deleted or not),
 // storage the bytes of every one, their live workspaces' included; each once by name.
-func (w *workspaces) volumesOf(ctx context.Context, user string, all []infrav1alpha1.Workspace, out *usage) error {
+func (w *workspaces) volumesOf(ctx context.Context, user string, all []infrav1alpha1.Workspace, out *usage, opts ...client.ListOption) error {
 	out.kept, out.storage = map[types.NamespacedName]bool{}, map[types.NamespacedName]int64{}
 	for _, ws := range all {
 		key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
@@ -224,7 +225,7 @@ func (w *workspaces) volumesOf(ctx context.Context, user string, all []infrav1al
 	}
 	for _, ns := range w.cfg.namespaces {
 		var pvcs corev1.PersistentVolumeClaimList
-		err := w.fresh.List(ctx, &pvcs, client.InNamespace(ns), workspace.Volumes(user))
+		err := w.fresh.List(ctx, &pvcs, append([]client.ListOption{client.InNamespace(ns), workspace.Volumes(user)}, opts...)...)
 		if err != nil {
 			return toStatus(err, "counting retained volumes")
 		}
@@ -241,7 +242,7 @@ func (w *workspaces) volumesOf(ctx context.Context, user string, all []infrav1al
 
 // storageUsage is what the user's volumes hold against their budget, read from the API server.
 func (w *workspaces) storageUsage(ctx context.Context, user string) (*workspacev1.StorageUsage, error) {
-	u, err := w.usageOf(ctx, user, true)
+	u, err := w.usageOf(ctx, user, true, w.reportRead())
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +254,22 @@ func (w *workspaces) storageUsage(ctx context.Context, user string) (*workspacev
 		}
 	}
 	return out, nil
+}
+
+// usageRead is where a user's usage is read from.
+type usageRead struct {
+	workspaces client.Reader
+	volumes    []client.ListOption // more options of the list of their volumes
+}
+
+// decisionRead reads for a quota decision: everything from the API server, as it is now.
+func (w *workspaces) decisionRead() usageRead { return usageRead{workspaces: w.fresh} }
+
+// reportRead reads for a report (List): the workspaces from the cache, as every other read of
+// the API, and the volumes from the API server's watch cache, so that a portal polling List
+// costs the API server no read of etcd.
+func (w *workspaces) reportRead() usageRead {
+	return usageRead{workspaces: w.c, volumes: []client.ListOption{&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}}}
 }
 
 // quantity is n bytes as a quantity: 10Gi.

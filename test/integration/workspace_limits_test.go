@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
@@ -23,23 +24,31 @@ import (
 // operator is back after the test.
 func runWithWorkspaceLimits(t *testing.T, ns string, limits workspace.Limits) {
 	t.Helper()
+	runWithWorkspaceConfig(t, ns, func(c *controllers.WorkspaceConfig) { c.Limits = limits })
+}
+
+// runWithWorkspaceConfig replaces the suite's operator by one that serves ns with the
+// Workspace settings configure makes of the suite's, as an admin restarting the operator with
+// other --workspace-* flags would.
+func runWithWorkspaceConfig(t *testing.T, ns string, configure func(*controllers.WorkspaceConfig)) {
+	t.Helper()
 	if err := operator.stop(); err != nil {
 		t.Fatal(err)
 	}
 	var err error
-	if operator, err = startWorkspaceOperator(ns, limits); err != nil {
+	if operator, err = startWorkspaceOperator(ns, configure); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// startWorkspaceOperator runs the suite's kinds in ns, with the workspace limits given.
-func startWorkspaceOperator(ns string, limits workspace.Limits) (*runningManager, error) {
+// startWorkspaceOperator runs the suite's kinds in ns, with the Workspace settings configured.
+func startWorkspaceOperator(ns string, configure func(*controllers.WorkspaceConfig)) (*runningManager, error) {
 	ws, err := watches.Load(filepath.Join(framework.RepoRoot(), "test", "testdata", "watches.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("loading the watches: %w", err)
 	}
 	kinds := suiteKinds()
-	kinds.Workspace.Limits = limits
+	configure(&kinds.Workspace)
 	return startConfigured(ws, false, kinds, nil, ns)
 }
 

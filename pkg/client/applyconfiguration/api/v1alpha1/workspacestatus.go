@@ -26,6 +26,9 @@ type WorkspaceStatusApplyConfiguration struct {
 	FailedStarts         *int32                               `json:"failedStarts,omitempty"`
 	StoppedReason        *string                              `json:"stoppedReason,omitempty"`
 	IdleStopAt           *v1.Time                             `json:"idleStopAt,omitempty"`
+	StoppedAt            *v1.Time                             `json:"stoppedAt,omitempty"`
+	StaleSince           *v1.Time                             `json:"staleSince,omitempty"`
+	DeleteAt             *v1.Time                             `json:"deleteAt,omitempty"`
 	IngressHost          *string                              `json:"ingressHost,omitempty"`
 	IngressHostClaimedAt *v1.Time                             `json:"ingressHostClaimedAt,omitempty"`
 	Conditions           []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
@@ -139,6 +142,30 @@ func (b *WorkspaceStatusApplyConfiguration) WithStoppedReason(value string) *Wor
 // If called multiple times, the IdleStopAt field is set to the value of the last call.
 func (b *WorkspaceStatusApplyConfiguration) WithIdleStopAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
 	b.IdleStopAt = &value
+	return b
+}
+
+// WithStoppedAt sets the StoppedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StoppedAt field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithStoppedAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
+	b.StoppedAt = &value
+	return b
+}
+
+// WithStaleSince sets the StaleSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StaleSince field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithStaleSince(value v1.Time) *WorkspaceStatusApplyConfiguration {
+	b.StaleSince = &value
+	return b
+}
+
+// WithDeleteAt sets the DeleteAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeleteAt field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithDeleteAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
+	b.DeleteAt = &value
 	return b
 }
 

@@ -1,0 +1,184 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+)
+
+// DefaultStaleInterval is how often stale workspaces due for deletion are looked for.
+const DefaultStaleInterval = time.Minute
+
+// stalePolicy is what the operator's settings and the record of use bring to a stopped
+// workspace's staleness.
+type stalePolicy struct {
+	after, deleteAfter time.Duration // 0: never
+	use                workspace.Use
+}
+
+// validateStale refuses stale settings that contradict each other.
+func (c WorkspaceConfig) validateStale() error {
+	switch {
+	case c.StaleAfter < 0 || c.DeleteStaleAfter < 0:
+		return fmt.Errorf("--workspace-stale-after %s, --workspace-delete-stale-after %s: durations must not be negative", c.StaleAfter, c.DeleteStaleAfter)
+	case c.DeleteStaleAfter > 0 && c.DeleteStaleAfter <= c.StaleAfter:
+		return fmt.Errorf("--workspace-delete-stale-after %s must exceed --workspace-stale-after %s: the gap is the owner's notice", c.DeleteStaleAfter, c.StaleAfter)
+	case c.DeleteStaleAfter > 0 && c.StaleAfter == 0:
+		return fmt.Errorf("--workspace-delete-stale-after %s needs --workspace-stale-after, which gives the owner notice", c.DeleteStaleAfter)
+	}
+	return nil
+}
+
+// stoppedStatus is a Stopped workspace's status: since when it is stopped and, once it has
+// been untouched (no change to the spec, no call on it) for the stale policy's time, stale, and
+// when it will be deleted. A workspace still stopping is neither.
+func stoppedStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, pol stalePolicy, now time.Time) infrav1alpha1.WorkspaceStatus {
+	if st.Phase != infrav1alpha1.WorkspaceStopped {
+		return st
+	}
+	prev := ws.Status
+	st.StoppedAt = prev.StoppedAt
+	if prev.Phase != infrav1alpha1.WorkspaceStopped || st.StoppedAt == nil {
+		st.StoppedAt = ptrTime(now)
+	}
+	since := untouchedSince(ws, st.StoppedAt.Time, pol.use, now)
+	if pol.after <= 0 || now.Before(since.Add(pol.after)) {
+		return st
+	}
+	st.StaleSince = ptrTime(since.Add(pol.after))
+	note := fmt.Sprintf("stale: stopped and untouched since %s", since.UTC().Format(time.RFC3339))
+	if pol.deleteAfter > 0 {
+		st.DeleteAt = ptrTime(since.Add(pol.deleteAfter))
+		note += fmt.Sprintf("; it will be deleted at %s unless started or changed before", st.DeleteAt.UTC().Format(time.RFC3339))
+	} else {
+		note += "; start it, or delete it if it is no longer wanted"
+	}
+	if st.StoppedReason == "" {
+		// A workspace the operator stopped keeps saying why; the event says it is stale.
+		st.Message = note
+	}
+	return st
+}
+
+// untouchedSince is the last of: the stop, the last call on the workspace, and now when its
+// spec changed since its status was written (a change is a touch; the next status counts from it).
+func untouchedSince(ws *infrav1alpha1.Workspace, stopped time.Time, use workspace.Use, now time.Time) time.Time {
+	if ws.Status.ObservedGeneration != ws.Generation {
+		return now
+	}
+	return latest(stopped, use.Last)
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// untilStale is how long until a stopped workspace becomes stale; 0 when it is, or never will.
+// Its deletion is the staleReaper's, from status.deleteAt.
+func untilStale(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, pol stalePolicy, now time.Time) time.Duration {
+	if st.StoppedAt == nil || st.StaleSince != nil || pol.after <= 0 {
+		return 0
+	}
+	return max(untouchedSince(ws, st.StoppedAt.Time, pol.use, now).Add(pol.after).Sub(now), time.Second)
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t.Truncate(time.Second))
+	return &mt
+}
+
+// staleReaper deletes the stale workspaces whose status.deleteAt has passed, as
+// --workspace-delete-stale-after asks. It runs on the leader only.
+// +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces,verbs=list;watch;delete
+type staleReaper struct {
+	reader   client.Reader
+	writer   client.Writer
+	recorder record.EventRecorder
+	interval time.Duration
+	now      func() time.Time
+}
+
+func newStaleReaper(mgr ctrl.Manager, cfg WorkspaceConfig) staleReaper {
+	return staleReaper{reader: mgr.GetCache(), writer: mgr.GetClient(), recorder: mgr.GetEventRecorderFor(engine.DefaultFieldManager),
+		interval: cmp.Or(cfg.StaleInterval, DefaultStaleInterval), now: time.Now}
+}
+
+// NeedLeaderElection: only the leader deletes.
+func (staleReaper) NeedLeaderElection() bool { return true }
+
+// Start looks for workspaces due for deletion every interval until ctx ends.
+func (r staleReaper) Start(ctx context.Context) error {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		if err := r.reap(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "deleting stale workspaces")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// reap deletes each workspace due, conditional on the version whose status said so: a
+// workspace started or changed since is never deleted for what it was before.
+func (r staleReaper) reap(ctx context.Context) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(workspaceGVK.GroupVersion().WithKind("WorkspaceList"))
+	if err := r.reader.List(ctx, list); err != nil {
+		return fmt.Errorf("listing workspaces: %w", err)
+	}
+	for i := range list.Items {
+		// Only workspaces with a deletion time are decoded.
+		if _, set, _ := unstructured.NestedString(list.Items[i].Object, "status", "deleteAt"); !set {
+			continue
+		}
+		ws, err := workspace.Decode(&list.Items[i])
+		if err != nil || !dueForDeletion(ws, r.now()) {
+			continue
+		}
+		r.delete(ctx, ws)
+	}
+	return nil
+}
+
+// delete deletes a stale workspace if it is still the version read, and records why.
+func (r staleReaper) delete(ctx context.Context, ws *infrav1alpha1.Workspace) {
+	uid, version := ws.UID, ws.ResourceVersion
+	err := r.writer.Delete(ctx, ws, client.Preconditions{UID: &uid, ResourceVersion: &version})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// Gone, or changed since: its next status says whether it is still stale.
+	case err != nil:
+		log.FromContext(ctx).Error(err, "deleting a stale workspace", "workspace", client.ObjectKeyFromObject(ws))
+	default:
+		r.recorder.Eventf(ws, corev1.EventTypeNormal, infrav1alpha1.EventDeletedStale,
+			"Deleted: stopped and untouched until %s, past --workspace-delete-stale-after", ws.Status.DeleteAt.UTC().Format(time.RFC3339))
+	}
+}
+
+// dueForDeletion reports whether the workspace's status, current for its spec, says to delete
+// it by now.
+func dueForDeletion(ws *infrav1alpha1.Workspace, now time.Time) bool {
+	return ws.DeletionTimestamp == nil && ws.Status.DeleteAt != nil && !now.Before(ws.Status.DeleteAt.Time) &&
+		ws.Status.Phase == infrav1alpha1.WorkspaceStopped && ws.Status.ObservedGeneration == ws.Generation
+}
