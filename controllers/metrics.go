@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -50,10 +51,27 @@ func init() {
 func workspaceTransitions(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, live []corev1.Pod) func() {
 	switch {
 	case st.Phase == infrav1alpha1.WorkspaceRunning && ws.Status.Phase != infrav1alpha1.WorkspaceRunning:
-		return observeStart(workspaceGVK.Kind, ws.Status.StartRequestedAt, readyPod(live))
+		if pod := readyPod(live); freshStart(ws.Status.StartRequestedAt, pod) {
+			return observeStart(workspaceGVK.Kind, ws.Status.StartRequestedAt, pod)
+		}
 	case st.StoppedReason != "" && !ws.StoppedByOperator():
 		reason := st.StoppedReason
 		return func() { operatorStops.WithLabelValues(workspaceGVK.Kind, reason).Inc() }
+	}
+	return nil
+}
+
+// freshStart reports whether pod was made for the start that began at since (nil: unknown): a
+// pod older than that ran before (its readiness lost and regained, a container restarted), and
+// its scheduling and containers phases are not this start's.
+func freshStart(since *metav1.Time, pod *corev1.Pod) bool {
+	return pod != nil && (since == nil || !pod.CreationTimestamp.Before(since))
+}
+
+// notReadySince is when a resource's Ready condition last became False; nil when it is not.
+func notReadySince(conds []metav1.Condition) *metav1.Time {
+	if c := meta.FindStatusCondition(conds, infrav1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+		return &c.LastTransitionTime
 	}
 	return nil
 }

@@ -83,6 +83,12 @@ func TestWorkspaceTransitionsCountOnce(t *testing.T) {
 	if gotCount, gotSum := totals(); gotCount != count+1 || gotSum != sum+15 {
 		t.Errorf("a start of 15 s that made the IDE ready: %d total samples of %v s, want %d of %v", gotCount, gotSum, count+1, sum+15)
 	}
+	// Readiness lost and regained on the pod that ran before: no start of a new pod.
+	flapped := starting.DeepCopy()
+	flapped.Status.StartRequestedAt = ptr.To(metav1.NewTime(base.Add(time.Hour)))
+	if f := workspaceTransitions(flapped, running, []corev1.Pod{*readyIDE(base)}); f != nil {
+		t.Error("a pod older than the start was observed as the start's")
+	}
 	already := &infrav1alpha1.Workspace{Status: running}
 	if f := workspaceTransitions(already, running, []corev1.Pod{*readyIDE(base)}); f != nil {
 		t.Error("a workspace still Running observed a start again")
@@ -139,5 +145,15 @@ func TestAVMStartIsObservedWhenItsLauncherIsReady(t *testing.T) {
 	}
 	if res, _ := (VirtualMachineLifecycle{VMConfig: DefaultConfig().VM}).Status(vm(infrav1alpha1.VMRunning), observed); res.Written != nil {
 		t.Error("a VM already Running observed a start again")
+	}
+	// Not Ready since after its launcher pod was made: that pod's readiness came back.
+	flapped := vm(infrav1alpha1.VMStarting)
+	conds := []any{map[string]any{"type": infrav1alpha1.ConditionReady, "status": "False", "reason": "Progressing", "message": "",
+		"lastTransitionTime": base.Add(time.Hour).Format(time.RFC3339)}}
+	if err := unstructured.SetNestedSlice(flapped.Object, conds, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := (VirtualMachineLifecycle{VMConfig: DefaultConfig().VM}).Status(flapped, observed); res.Written != nil {
+		t.Error("a VM whose launcher pod is older than its start observed the start")
 	}
 }

@@ -39,8 +39,11 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	}
 	res := engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason}
 	if st.Backend == infrav1alpha1.BackendPod && st.Phase == infrav1alpha1.VMRunning && vm.Status.Phase != infrav1alpha1.VMRunning {
-		// The launcher's pod ready: QEMU runs; the guest's boot is its own.
-		res.Written = observeStart(vmGVK.Kind, nil, readyPod(livePods(pods)))
+		// The launcher's pod ready: QEMU runs; the guest's boot is its own. The start began
+		// when the VM stopped being Ready.
+		if pod := readyPod(livePods(pods)); freshStart(notReadySince(vm.Status.Conditions), pod) {
+			res.Written = observeStart(vmGVK.Kind, nil, pod)
+		}
 	}
 	return res, nil
 }

@@ -43,26 +43,32 @@ func (c WorkspaceConfig) validateStale() error {
 	return nil
 }
 
-// stoppedStatus is a Stopped workspace's status: since when it is stopped and, once it has
-// been untouched (no change to the spec, no call on it) for the stale policy's time, stale, and
-// when it will be deleted. A workspace still stopping is neither.
+// stoppedStatus is a Stopped workspace's status: since when it is untouched (stopped, its spec
+// unchanged, no call on it) and, once that has lasted the stale policy's time, stale and when
+// it will be deleted. The times only move later, on a touch: an operator restart that forgets
+// the calls it knew of, or a setting lowered, never brings a deletion sooner than the notice the
+// report gave. A workspace still stopping is neither.
 func stoppedStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, pol stalePolicy, now time.Time) infrav1alpha1.WorkspaceStatus {
 	if st.Phase != infrav1alpha1.WorkspaceStopped {
 		return st
 	}
 	prev := ws.Status
-	st.StoppedAt = prev.StoppedAt
-	if prev.Phase != infrav1alpha1.WorkspaceStopped || st.StoppedAt == nil {
-		st.StoppedAt = ptrTime(now)
+	since := now // stopped just now, or its spec changed since the last status
+	if prev.Phase == infrav1alpha1.WorkspaceStopped && prev.UntouchedSince != nil && prev.ObservedGeneration == ws.Generation {
+		since = latest(prev.UntouchedSince.Time, pol.use.Last)
 	}
-	since := untouchedSince(ws, st.StoppedAt.Time, pol.use, now)
+	st.UntouchedSince = ptrTime(since)
 	if pol.after <= 0 || now.Before(since.Add(pol.after)) {
 		return st
 	}
-	st.StaleSince = ptrTime(since.Add(pol.after))
+	reported := now
+	if prev.StaleSince != nil && !prev.StaleSince.Time.Before(st.UntouchedSince.Time) {
+		reported = prev.StaleSince.Time // reported before, and untouched since
+	}
+	st.StaleSince = ptrTime(reported)
 	note := fmt.Sprintf("stale: stopped and untouched since %s", since.UTC().Format(time.RFC3339))
 	if pol.deleteAfter > 0 {
-		st.DeleteAt = ptrTime(since.Add(pol.deleteAfter))
+		st.DeleteAt = ptrTime(latest(since.Add(pol.deleteAfter), reported.Add(pol.deleteAfter-pol.after)))
 		note += fmt.Sprintf("; it will be deleted at %s unless started or changed before", st.DeleteAt.UTC().Format(time.RFC3339))
 	} else {
 		note += "; start it, or delete it if it is no longer wanted"
@@ -74,15 +80,6 @@ func stoppedStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus
 	return st
 }
 
-// untouchedSince is the last of: the stop, the last call on the workspace, and now when its
-// spec changed since its status was written (a change is a touch; the next status counts from it).
-func untouchedSince(ws *infrav1alpha1.Workspace, stopped time.Time, use workspace.Use, now time.Time) time.Time {
-	if ws.Status.ObservedGeneration != ws.Generation {
-		return now
-	}
-	return latest(stopped, use.Last)
-}
-
 func latest(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -90,13 +87,21 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// untilStale is how long until a stopped workspace becomes stale; 0 when it is, or never will.
-// Its deletion is the staleReaper's, from status.deleteAt.
-func untilStale(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, pol stalePolicy, now time.Time) time.Duration {
-	if st.StoppedAt == nil || st.StaleSince != nil || pol.after <= 0 {
+// untilStale is how long until a stopped workspace's staleness is looked at again: when it
+// becomes stale, then at its deletion time, so that a call on it since is seen before the
+// reaper acts; 0 when neither is ahead.
+func untilStale(st infrav1alpha1.WorkspaceStatus, pol stalePolicy, now time.Time) time.Duration {
+	if st.UntouchedSince == nil || pol.after <= 0 {
 		return 0
 	}
-	return max(untouchedSince(ws, st.StoppedAt.Time, pol.use, now).Add(pol.after).Sub(now), time.Second)
+	next := st.UntouchedSince.Add(pol.after)
+	if st.DeleteAt != nil {
+		next = st.DeleteAt.Time
+	}
+	if !next.After(now) {
+		return 0
+	}
+	return max(next.Sub(now), time.Second)
 }
 
 func ptrTime(t time.Time) *metav1.Time {
@@ -108,6 +113,9 @@ func ptrTime(t time.Time) *metav1.Time {
 // --workspace-delete-stale-after asks. It runs on the leader only.
 // +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces,verbs=list;watch;delete
 type staleReaper struct {
+	// activity is the record of calls on workspaces: one since the status said to delete is a
+	// touch that status has not seen yet.
+	activity *workspace.Activity
 	reader   client.Reader
 	writer   client.Writer
 	recorder record.EventRecorder
@@ -116,7 +124,7 @@ type staleReaper struct {
 }
 
 func newStaleReaper(mgr ctrl.Manager, cfg WorkspaceConfig) staleReaper {
-	return staleReaper{reader: mgr.GetCache(), writer: mgr.GetClient(), recorder: mgr.GetEventRecorderFor(engine.DefaultFieldManager),
+	return staleReaper{activity: cfg.Activity, reader: mgr.GetCache(), writer: mgr.GetClient(), recorder: mgr.GetEventRecorderFor(engine.DefaultFieldManager),
 		interval: cmp.Or(cfg.StaleInterval, DefaultStaleInterval), now: time.Now}
 }
 
@@ -153,7 +161,7 @@ func (r staleReaper) reap(ctx context.Context) error {
 			continue
 		}
 		ws, err := workspace.Decode(&list.Items[i])
-		if err != nil || !dueForDeletion(ws, r.now()) {
+		if err != nil || !dueForDeletion(ws, r.now()) || r.activity.Of(ws.UID).Last.After(ws.Status.UntouchedSince.Time) {
 			continue
 		}
 		r.delete(ctx, ws)
@@ -179,6 +187,6 @@ func (r staleReaper) delete(ctx context.Context, ws *infrav1alpha1.Workspace) {
 // dueForDeletion reports whether the workspace's status, current for its spec, says to delete
 // it by now.
 func dueForDeletion(ws *infrav1alpha1.Workspace, now time.Time) bool {
-	return ws.DeletionTimestamp == nil && ws.Status.DeleteAt != nil && !now.Before(ws.Status.DeleteAt.Time) &&
+	return ws.DeletionTimestamp == nil && ws.Status.DeleteAt != nil && ws.Status.UntouchedSince != nil && !now.Before(ws.Status.DeleteAt.Time) &&
 		ws.Status.Phase == infrav1alpha1.WorkspaceStopped && ws.Status.ObservedGeneration == ws.Generation
 }

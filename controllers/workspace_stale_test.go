@@ -16,42 +16,49 @@ func TestStoppedStatus(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) *metav1.Time { return ptr.To(metav1.NewTime(now.Add(-d))) }
 	day := 24 * time.Hour
-	stopped := func(at *metav1.Time) *infrav1alpha1.Workspace {
-		return &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Generation: 2},
-			Status: infrav1alpha1.WorkspaceStatus{ObservedGeneration: 2, Phase: infrav1alpha1.WorkspaceStopped, StoppedAt: at}}
+	in := func(d time.Duration) *metav1.Time { return ago(-d) }
+	stopped := func(untouched, reported *metav1.Time) *infrav1alpha1.Workspace {
+		return &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Status: infrav1alpha1.WorkspaceStatus{
+			ObservedGeneration: 2, Phase: infrav1alpha1.WorkspaceStopped, UntouchedSince: untouched, StaleSince: reported}}
 	}
-	changed := stopped(ago(40 * day))
+	changed := stopped(ago(40*day), nil)
 	changed.Generation = 3
-	opStopped := stopped(ago(40 * day))
+	opStopped := stopped(ago(40*day), nil)
 	opStopped.Status.StoppedReason, opStopped.Status.Message = infrav1alpha1.StoppedIdle, "unused for 1h"
+	month, twoMonths := stalePolicy{after: 30 * day}, stalePolicy{after: 30 * day, deleteAfter: 60 * day}
 	cases := []struct {
 		name                  string
 		ws                    *infrav1alpha1.Workspace
 		phase                 infrav1alpha1.WorkspacePhase
 		pol                   stalePolicy
-		stoppedAt, stale, del *metav1.Time
+		untouched, stale, del *metav1.Time
 		message               string // a part of it
 	}{
 		{"just stopped", &infrav1alpha1.Workspace{Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}},
-			infrav1alpha1.WorkspaceStopped, stalePolicy{after: 30 * day}, ago(0), nil, nil, "stopped"},
-		{"still stopping", stopped(nil), infrav1alpha1.WorkspaceStopping, stalePolicy{after: 30 * day}, nil, nil, nil, "stopped"},
-		{"stopped a while, not yet stale", stopped(ago(10 * day)), infrav1alpha1.WorkspaceStopped, stalePolicy{after: 30 * day},
-			ago(10 * day), nil, nil, "stopped"},
-		{"stale, never deleted", stopped(ago(40 * day)), infrav1alpha1.WorkspaceStopped, stalePolicy{after: 30 * day},
-			ago(40 * day), ago(10 * day), nil, "start it, or delete it"},
-		{"stale, to be deleted", stopped(ago(40 * day)), infrav1alpha1.WorkspaceStopped, stalePolicy{after: 30 * day, deleteAfter: 60 * day},
-			ago(40 * day), ago(10 * day), ptr.To(metav1.NewTime(now.Add(20 * day))), "will be deleted at 2026-12-15T12:00:00Z"},
-		{"a call 5 days ago", stopped(ago(40 * day)), infrav1alpha1.WorkspaceStopped,
-			stalePolicy{after: 30 * day, use: workspace.Use{Last: now.Add(-5 * day)}}, ago(40 * day), nil, nil, "stopped"},
-		{"a spec change not yet reconciled", changed, infrav1alpha1.WorkspaceStopped, stalePolicy{after: 30 * day},
-			ago(40 * day), nil, nil, "stopped"},
-		{"no stale policy", stopped(ago(400 * day)), infrav1alpha1.WorkspaceStopped, stalePolicy{}, ago(400 * day), nil, nil, "stopped"},
-		{"stopped by the operator keeps its reason", opStopped, infrav1alpha1.WorkspaceStopped, stalePolicy{after: 30 * day},
-			ago(40 * day), ago(10 * day), nil, "unused for 1h"},
+			infrav1alpha1.WorkspaceStopped, month, ago(0), nil, nil, "stopped"},
+		{"still stopping", stopped(nil, nil), infrav1alpha1.WorkspaceStopping, month, nil, nil, nil, "stopped"},
+		{"untouched 10 days of 30", stopped(ago(10*day), nil), infrav1alpha1.WorkspaceStopped, month, ago(10 * day), nil, nil, "stopped"},
+		{"stale, reported now, never deleted", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped, month,
+			ago(40 * day), ago(0), nil, "start it, or delete it"},
+		{"stale, reported 10 days ago", stopped(ago(40*day), ago(10*day)), infrav1alpha1.WorkspaceStopped, month,
+			ago(40 * day), ago(10 * day), nil, "stale"},
+		{"to be deleted 60 days after the last touch", stopped(ago(40*day), ago(10*day)), infrav1alpha1.WorkspaceStopped, twoMonths,
+			ago(40 * day), ago(10 * day), in(20 * day), "will be deleted at 2026-12-15T12:00:00Z"},
+		{"reported only now: the whole notice from now", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped, twoMonths,
+			ago(40 * day), ago(0), in(30 * day), "will be deleted at"},
+		{"settings lowered under it: the gap's notice", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped,
+			stalePolicy{after: day, deleteAfter: 2 * day}, ago(40 * day), ago(0), in(day), "will be deleted at"},
+		{"a call 5 days ago", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped,
+			stalePolicy{after: 30 * day, use: workspace.Use{Last: now.Add(-5 * day)}}, ago(5 * day), nil, nil, "stopped"},
+		{"a call recorded before a restart that forgot it", stopped(ago(5*day), nil), infrav1alpha1.WorkspaceStopped, month,
+			ago(5 * day), nil, nil, "stopped"},
+		{"a spec change not yet reconciled", changed, infrav1alpha1.WorkspaceStopped, month, ago(0), nil, nil, "stopped"},
+		{"no stale policy", stopped(ago(400*day), nil), infrav1alpha1.WorkspaceStopped, stalePolicy{}, ago(400 * day), nil, nil, "stopped"},
+		{"stopped by the operator keeps its reason", opStopped, infrav1alpha1.WorkspaceStopped, month,
+			ago(40 * day), ago(0), nil, "unused for 1h"},
 	}
 	for _, tc := range cases {
-		in := infrav1alpha1.WorkspaceStatus{Phase: tc.phase, Message: "stopped; the storage is kept",
-			StoppedReason: tc.ws.Status.StoppedReason}
+		in := infrav1alpha1.WorkspaceStatus{Phase: tc.phase, Message: "stopped; the storage is kept", StoppedReason: tc.ws.Status.StoppedReason}
 		if in.StoppedReason != "" {
 			in.Message = tc.ws.Status.Message
 		}
@@ -59,7 +66,7 @@ func TestStoppedStatus(t *testing.T) {
 		for _, f := range []struct {
 			name      string
 			got, want *metav1.Time
-		}{{"stoppedAt", st.StoppedAt, tc.stoppedAt}, {"staleSince", st.StaleSince, tc.stale}, {"deleteAt", st.DeleteAt, tc.del}} {
+		}{{"untouchedSince", st.UntouchedSince, tc.untouched}, {"staleSince", st.StaleSince, tc.stale}, {"deleteAt", st.DeleteAt, tc.del}} {
 			if (f.got == nil) != (f.want == nil) || (f.got != nil && !f.got.Equal(f.want)) {
 				t.Errorf("%s: %s %v, want %v", tc.name, f.name, f.got, f.want)
 			}
@@ -72,16 +79,15 @@ func TestStoppedStatus(t *testing.T) {
 
 func TestUntilStale(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	ws := &infrav1alpha1.Workspace{}
-	st := infrav1alpha1.WorkspaceStatus{StoppedAt: ptr.To(metav1.NewTime(now.Add(-time.Hour)))}
-	if got := untilStale(ws, st, stalePolicy{after: 3 * time.Hour}, now); got != 2*time.Hour {
-		t.Errorf("stopped 1h of a 3h policy: look again in %s, want 2h", got)
+	st := infrav1alpha1.WorkspaceStatus{UntouchedSince: ptr.To(metav1.NewTime(now.Add(-time.Hour)))}
+	if got := untilStale(st, stalePolicy{after: 3 * time.Hour}, now); got != 2*time.Hour {
+		t.Errorf("untouched 1h of a 3h policy: look again in %s, want 2h", got)
 	}
-	st.StaleSince = ptr.To(metav1.NewTime(now))
-	if got := untilStale(ws, st, stalePolicy{after: 3 * time.Hour}, now); got != 0 {
-		t.Errorf("already stale: look again in %s, want never (the reaper deletes)", got)
+	st.StaleSince, st.DeleteAt = ptr.To(metav1.NewTime(now)), ptr.To(metav1.NewTime(now.Add(time.Hour)))
+	if got := untilStale(st, stalePolicy{after: time.Minute, deleteAfter: 2 * time.Hour}, now); got != time.Hour {
+		t.Errorf("to be deleted in 1h: look again in %s, want 1h (a call since is seen before the reaper acts)", got)
 	}
-	if got := untilStale(ws, infrav1alpha1.WorkspaceStatus{}, stalePolicy{after: time.Hour}, now); got != 0 {
+	if got := untilStale(infrav1alpha1.WorkspaceStatus{}, stalePolicy{after: time.Hour}, now); got != 0 {
 		t.Errorf("running: look again in %s, want never", got)
 	}
 }
@@ -103,7 +109,8 @@ func TestDueForDeletion(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	due := func(mutate func(*infrav1alpha1.Workspace)) bool {
 		ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: infrav1alpha1.WorkspaceStatus{
-			ObservedGeneration: 1, Phase: infrav1alpha1.WorkspaceStopped, DeleteAt: ptr.To(metav1.NewTime(now.Add(-time.Second)))}}
+			ObservedGeneration: 1, Phase: infrav1alpha1.WorkspaceStopped, UntouchedSince: ptr.To(metav1.NewTime(now.Add(-time.Hour))),
+			DeleteAt: ptr.To(metav1.NewTime(now.Add(-time.Second)))}}
 		mutate(ws)
 		return dueForDeletion(ws, now)
 	}
@@ -120,5 +127,30 @@ func TestDueForDeletion(t *testing.T) {
 		if due(mutate) {
 			t.Errorf("%s: due for deletion", name)
 		}
+	}
+}
+
+// TestATouchLasts: a stale workspace whose spec changes is fresh, and stays fresh at the
+// reconciles after, once its status recorded the change; it is not deleted at the deletion
+// time it had before.
+func TestATouchLasts(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	pol := stalePolicy{after: 30 * day, deleteAfter: 37 * day}
+	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Status: infrav1alpha1.WorkspaceStatus{
+		ObservedGeneration: 2, Phase: infrav1alpha1.WorkspaceStopped, UntouchedSince: ptr.To(metav1.NewTime(now.Add(-40 * day))),
+		StaleSince: ptr.To(metav1.NewTime(now.Add(-10 * day))), DeleteAt: ptr.To(metav1.NewTime(now.Add(-3 * day)))}}
+	stopped := infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopped}
+	first := stoppedStatus(ws, stopped, pol, now)
+	// The engine writes the status with the generation it reconciled.
+	ws.Status, ws.Status.ObservedGeneration = first, 3
+	later := stoppedStatus(ws, stopped, pol, now.Add(10*time.Second))
+	if later.StaleSince != nil || later.DeleteAt != nil || !later.UntouchedSince.Equal(ptr.To(metav1.NewTime(now))) {
+		t.Errorf("10 s after a change: untouched since %v, stale since %v, delete at %v; want untouched since the change, fresh",
+			later.UntouchedSince, later.StaleSince, later.DeleteAt)
+	}
+	ws.Status = later
+	if dueForDeletion(ws, now.Add(time.Minute)) {
+		t.Error("a workspace changed a minute ago is due for deletion")
 	}
 }

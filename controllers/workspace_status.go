@@ -34,7 +34,7 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 		return engine.StatusResult{}, err
 	}
 	res := engine.StatusResult{Fields: fields, Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason,
-		RequeueAfter: soonest(untilTimeout(ws, st, now), soonest(untilIdleCheck(ws, st, pol.idle, now), untilStale(ws, st, pol.stale, now))),
+		RequeueAfter: soonest(untilTimeout(ws, st, now), soonest(untilIdleCheck(ws, st, pol.idle, now), untilStale(st, pol.stale, now))),
 		Written:      workspaceTransitions(ws, st, livePods(pods))}
 	switch {
 	case st.StoppedReason != "" && !ws.StoppedByOperator():
@@ -43,7 +43,7 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: st.Message}
 	case st.IdleStopAt != nil:
 		res.Notice = engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: st.Message}
-	case st.StaleSince != nil && ws.Status.StaleSince == nil:
+	case st.StaleSince != nil && (ws.Status.StaleSince == nil || !ws.Status.StaleSince.Equal(st.StaleSince)):
 		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStale, Message: st.Message}
 	}
 	return res, nil

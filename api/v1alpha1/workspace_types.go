@@ -287,18 +287,19 @@ type WorkspaceStatus struct {
 	// (the operator's --workspace-idle-warning before it); any use postpones it.
 	// +optional
 	IdleStopAt *metav1.Time `json:"idleStopAt,omitempty"`
-	// StoppedAt is when the IDE last stopped (the phase became Stopped), kept while it stays
-	// stopped.
+	// UntouchedSince is, while the IDE is stopped, the last of: its stop, the last change to
+	// the spec, and the last call on the workspace through the API that the operator knew of.
+	// Staleness counts from it.
 	// +optional
-	StoppedAt *metav1.Time `json:"stoppedAt,omitempty"`
-	// StaleSince is when the workspace became stale: stopped and untouched (no spec change,
-	// no call through the API) for the operator's --workspace-stale-after. Starting it, or any
-	// change, makes it fresh again.
+	UntouchedSince *metav1.Time `json:"untouchedSince,omitempty"`
+	// StaleSince is when the workspace was reported stale: stopped and untouched for the
+	// operator's --workspace-stale-after. Starting it, or any change, makes it fresh again.
 	// +optional
 	StaleSince *metav1.Time `json:"staleSince,omitempty"`
 	// DeleteAt is when the operator will delete this stale workspace, as its
-	// --workspace-delete-stale-after asks; its volume goes or stays by reclaimPolicy. Starting
-	// it, or any change, before then keeps it.
+	// --workspace-delete-stale-after asks, never sooner after StaleSince than the gap between
+	// the two settings; its volume goes or stays by reclaimPolicy. Starting it, or any change,
+	// before then keeps it.
 	// +optional
 	DeleteAt *metav1.Time `json:"deleteAt,omitempty"`
 	// IngressHost is the host this workspace claims (spec.ingress.host, in lower case), and

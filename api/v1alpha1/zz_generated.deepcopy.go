@@ -587,8 +587,8 @@ func (in *WorkspaceStatus) DeepCopyInto(out *WorkspaceStatus) {
 		in, out := &in.IdleStopAt, &out.IdleStopAt
 		*out = (*in).DeepCopy()
 	}
-	if in.StoppedAt != nil {
-		in, out := &in.StoppedAt, &out.StoppedAt
+	if in.UntouchedSince != nil {
+		in, out := &in.UntouchedSince, &out.UntouchedSince
 		*out = (*in).DeepCopy()
 	}
 	if in.StaleSince != nil {

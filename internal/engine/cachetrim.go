@@ -33,7 +33,8 @@ var engineLabels = []string{LabelManagedBy, LabelName, LabelInstance, LabelPartO
 // childReadable is what the child cache's readers need of its objects' metadata: the
 // annotations its event handlers map on (toOwner) and that mark stubs, and the labels of pods,
 // which are selected and mapped on by label (watchPods, reconciler.pods). The rest, such as a child's
-// spec hash, is read from whole objects only.
+// spec hash, is read from whole objects only: a label selector on another kind in this cache
+// would match nothing until that kind is added here.
 var childReadable = readable{
 	annotation: func(key string) bool { return key == AnnotationRetainedFor || key == AnnotationTrimmed },
 	labels:     func(obj any) bool { _, pod := obj.(*corev1.Pod); return pod },

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -100,7 +101,9 @@ func (w *workspaces) reserve(ctx context.Context, user string, u *userLock, key 
 		if q.limit > 0 {
 			quotaUse.WithLabelValues(q.name).Observe(float64(q.after) / float64(q.limit))
 		}
-		if q.after > q.limit {
+		// An ask that adds nothing (a volume taken back by its name) is never refused, even
+		// over a limit an admin lowered.
+		if q.after > q.limit && q.after > q.before {
 			quotaRefusals.WithLabelValues(q.name).Inc()
 			return nil, status.Error(codes.ResourceExhausted, q.refusal)
 		}
@@ -112,10 +115,10 @@ func (w *workspaces) reserve(ctx context.Context, user string, u *userLock, key 
 
 // quota is one of a user's quotas as a call would leave it.
 type quota struct {
-	name         string // the quota metrics' label
-	asked        bool   // the call adds to it
-	after, limit int64
-	refusal      string // the ResourceExhausted message when after is over limit
+	name                 string // the quota metrics' label
+	asked                bool   // the call adds to it
+	before, after, limit int64
+	refusal              string // the ResourceExhausted message when after is over limit
 }
 
 // quotas are the user's quotas as a would leave them; cur is their usage before it.
@@ -126,14 +129,15 @@ func (w *workspaces) quotas(user string, cur usage, key types.NamespacedName, a 
 		}
 		return int64(len(set)) + 1
 	}
+	n := func(set map[types.NamespacedName]bool) int64 { return int64(len(set)) }
 	return []quota{
-		{"workspaces", a.workspace, with(cur.workspaces), int64(w.cfg.maxWorkspaces),
+		{"workspaces", a.workspace, n(cur.workspaces), with(cur.workspaces), int64(w.cfg.maxWorkspaces),
 			fmt.Sprintf("user %s has %d workspaces, the most allowed", user, len(cur.workspaces))},
-		{"running", a.running, with(cur.running), int64(w.cfg.maxRunning),
+		{"running", a.running, n(cur.running), with(cur.running), int64(w.cfg.maxRunning),
 			fmt.Sprintf("user %s has %d running workspaces, the most allowed", user, len(cur.running))},
-		{"retained", a.retained, with(cur.kept), int64(w.cfg.maxRetained),
+		{"retained", a.retained, n(cur.kept), with(cur.kept), int64(w.cfg.maxRetained),
 			fmt.Sprintf("user %s keeps %d volumes, the most allowed; delete one they no longer need", user, len(cur.kept))},
-		{"storage", a.storage > 0 && w.cfg.maxStorage > 0, cur.storageWith(key, a.storage), w.cfg.maxStorage,
+		{"storage", a.storage > 0 && w.cfg.maxStorage > 0, cur.storageWith(key, 0), cur.storageWith(key, a.storage), w.cfg.maxStorage,
 			fmt.Sprintf("user %s holds %s of volumes; %s more is over their storage budget of %s: delete a workspace or a kept volume they no longer need",
 				user, quantity(cur.storageWith(key, 0)), quantity(a.storage), quantity(w.cfg.maxStorage))},
 	}
@@ -254,6 +258,17 @@ func (w *workspaces) storageUsage(ctx context.Context, user string) (*workspacev
 		}
 	}
 	return out, nil
+}
+
+// storageReport is storageUsage for List, which it must not fail: nil, and a log line, when
+// the volumes cannot be read.
+func (w *workspaces) storageReport(ctx context.Context, user string) *workspacev1.StorageUsage {
+	u, err := w.storageUsage(ctx, user)
+	if err != nil {
+		log.FromContext(ctx).Info("the storage report of a List is left out", "error", err.Error())
+		return nil
+	}
+	return u
 }
 
 // usageRead is where a user's usage is read from.

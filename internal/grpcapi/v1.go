@@ -66,11 +66,7 @@ func (s *v1Service) List(ctx context.Context, in *workspacev1.ListWorkspacesRequ
 	if err != nil {
 		return nil, err
 	}
-	storage, err := s.w.storageUsage(ctx, userFrom(ctx))
-	if err != nil {
-		return nil, err
-	}
-	out := &workspacev1.ListWorkspacesResponse{Storage: storage}
+	out := &workspacev1.ListWorkspacesResponse{Storage: s.w.storageReport(ctx, userFrom(ctx))}
 	for i := range list {
 		ws := toV1(&list[i])
 		// Listing is no use of a workspace (Get is): what it says of use is what came before.

@@ -382,6 +382,12 @@ func TestStorageBudgetCountsLiveAndKeptVolumes(t *testing.T) {
 	if usage, err = w.storageUsage(context.Background(), "hana"); err != nil || usage.GetUsedBytes() != gi(20) || usage.GetKeptBytes() != 0 {
 		t.Errorf("hana's reported storage once she took her volume back: %v, %v; want 20Gi used, none kept", usage, err)
 	}
+	// The admin lowers the budget under what she holds: what adds nothing is still allowed.
+	cfg.maxStorage = gi(10)
+	if err := w.withQuota(context.Background(), "hana", types.NamespacedName{Namespace: "ides", Name: "old"},
+		ask{storage: gi(5)}, func() error { return nil }); err != nil {
+		t.Errorf("her own 5Gi volume again, over a lowered budget: %v, want allowed", err)
+	}
 	cfg.maxStorage = 0
 	if err := claim("hana", "huge", gi(500)); err != nil {
 		t.Errorf("with no budget: %v, want allowed", err)

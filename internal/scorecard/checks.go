@@ -20,9 +20,9 @@ const xPhaseReason = "urn:alm:descriptor:io.kubernetes.phase:reason"
 // an optional spec field asks for them, by kind.
 var transientStatus = map[string][]string{
 	// When the current start began: cleared once the IDE runs. The ingress host's claim: only
-	// with spec.ingress.host. When an idle stop comes: only in its warning. When it stopped,
-	// became stale, and will be deleted: only while stopped.
-	"Workspace": {"startRequestedAt", "ingressHost", "ingressHostClaimedAt", "idleStopAt", "stoppedAt", "staleSince", "deleteAt"},
+	// with spec.ingress.host. When an idle stop comes: only in its warning. Since when it is
+	// untouched, stale, and to be deleted: only while stopped.
+	"Workspace": {"startRequestedAt", "ingressHost", "ingressHostClaimedAt", "idleStopAt", "untouchedSince", "staleSince", "deleteAt"},
 }
 
 // childKinds are the distinct kinds of children.

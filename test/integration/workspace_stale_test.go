@@ -44,8 +44,8 @@ func TestAStaleWorkspaceIsReportedThenDeletedAndAStartedOneIsNot(t *testing.T) {
 		}
 		return eventOn(left, corev1.EventTypeNormal, infrav1alpha1.EventStale, "will be deleted at")
 	})
-	if d := left.Status.DeleteAt.Sub(left.Status.StoppedAt.Time); d != 8*time.Second {
-		t.Errorf("to be deleted %s after it stopped, want 8s", d)
+	if d, notice := left.Status.DeleteAt.Sub(left.Status.UntouchedSince.Time), left.Status.DeleteAt.Sub(left.Status.StaleSince.Time); d < 8*time.Second || notice < 5*time.Second {
+		t.Errorf("to be deleted %s after it stopped and %s after the report, want at least 8s and 5s", d, notice)
 	}
 	deleted := left.DeepCopy()
 	eventually(t, timeout, func() error { return gone(left) })

@@ -26,7 +26,7 @@ type WorkspaceStatusApplyConfiguration struct {
 	FailedStarts         *int32                               `json:"failedStarts,omitempty"`
 	StoppedReason        *string                              `json:"stoppedReason,omitempty"`
 	IdleStopAt           *v1.Time                             `json:"idleStopAt,omitempty"`
-	StoppedAt            *v1.Time                             `json:"stoppedAt,omitempty"`
+	UntouchedSince       *v1.Time                             `json:"untouchedSince,omitempty"`
 	StaleSince           *v1.Time                             `json:"staleSince,omitempty"`
 	DeleteAt             *v1.Time                             `json:"deleteAt,omitempty"`
 	IngressHost          *string                              `json:"ingressHost,omitempty"`
@@ -145,11 +145,11 @@ func (b *WorkspaceStatusApplyConfiguration) WithIdleStopAt(value v1.Time) *Works
 	return b
 }
 
-// WithStoppedAt sets the StoppedAt field in the declarative configuration to the given value
+// WithUntouchedSince sets the UntouchedSince field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the StoppedAt field is set to the value of the last call.
-func (b *WorkspaceStatusApplyConfiguration) WithStoppedAt(value v1.Time) *WorkspaceStatusApplyConfiguration {
-	b.StoppedAt = &value
+// If called multiple times, the UntouchedSince field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithUntouchedSince(value v1.Time) *WorkspaceStatusApplyConfiguration {
+	b.UntouchedSince = &value
 	return b
 }
 
