@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -132,18 +133,12 @@ func newActivityProbe(reader client.Reader, cfg WorkspaceConfig) *activityProbe 
 func (*activityProbe) NeedLeaderElection() bool { return true }
 
 func (p *activityProbe) Start(ctx context.Context) error {
-	tick := time.NewTicker(cmp.Or(p.idle.interval, DefaultActivityInterval))
-	defer tick.Stop()
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := p.probeAll(ctx); err != nil {
 			log.FromContext(ctx).Error(err, "reading the IDEs' activity")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+	}, cmp.Or(p.idle.interval, DefaultActivityInterval))
+	return nil
 }
 
 // probeAll reads the activity of every running workspace an idle timeout applies to, a few

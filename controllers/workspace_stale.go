@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,18 +134,12 @@ func (staleReaper) NeedLeaderElection() bool { return true }
 
 // Start looks for workspaces due for deletion every interval until ctx ends.
 func (r staleReaper) Start(ctx context.Context) error {
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := r.reap(ctx); err != nil {
 			log.FromContext(ctx).Error(err, "deleting stale workspaces")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	}, r.interval)
+	return nil
 }
 
 // reap deletes each workspace due, conditional on the version whose status said so: a
