@@ -315,14 +315,17 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	// Only Workspaces need the key and the API: an operator serving only chart kinds needs no
-	// namespace of its own.
+	// Only Workspaces and VMs need the key, and only Workspaces the API: an operator serving
+	// only chart kinds needs no namespace of its own.
 	workspaces := controllers.ServesWorkspaces(ws)
-	if workspaces {
-		if o.kinds.Workspace.AccessKey, err = accessKey(ctx, cfg, o.kinds.Workspace.AccessKeySecret); err != nil {
+	if controllers.NeedsAccessKey(ws) {
+		key, err := accessKey(ctx, cfg, o.kinds.Workspace.AccessKeySecret)
+		if err != nil {
 			return err
 		}
+		o.kinds.Workspace.AccessKey, o.kinds.VM.AccessKey = key, key
 		o.kinds.Workspace.Activity, o.kinds.Workspace.OperatorNamespace = workspace.NewActivity(), os.Getenv("POD_NAMESPACE")
+		o.kinds.VM.Activity, o.kinds.VM.OperatorNamespace = workspace.NewActivity(), os.Getenv("POD_NAMESPACE")
 	}
 	scope := app.Scope{Namespaces: o.watchNamespaces, Webhooks: mopts.WebhookServer != nil}
 	// OLM passes the cluster's proxy to the operator; the operands reach out through it too.

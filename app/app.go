@@ -70,6 +70,11 @@ type Scope struct {
 func Setup(mgr ctrl.Manager, ws []watches.Watch, kinds controllers.Config, scope Scope, opts ...engine.Option) error {
 	// Clipped: appending must not write into the caller's array.
 	opts = append(slices.Clip(opts), engine.WithNamespaces(scope.Namespaces))
+	kinds.Namespaces = scope.Namespaces
+	if len(kinds.Workspace.AccessKey) > 0 {
+		// The operator key seals the records of what the engine keeps after a delete.
+		opts = append(opts, engine.WithRecordKey(kinds.Workspace.AccessKey))
+	}
 	if err := controllers.Setup(mgr, ws, kinds, opts...); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}

@@ -51,11 +51,11 @@ func (c *WorkspaceConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleWarning, "workspace-idle-warning", c.IdleWarning,
 		"How long before an idle stop the workspace says so (status.idleStopAt, on Watch); at most half the idle timeout.")
 	fs.DurationVar(&c.StaleAfter, "workspace-stale-after", c.StaleAfter,
-		"Report a workspace stopped and untouched (no spec change, no API call) this long as stale (status.staleSince, a Stale event); 0 reports none.")
+		"Report a workspace stopped and untouched (no spec change, no API call) this long as stale (status.staleSince, a Stale event), and a volume kept after delete that no workspace took back this long (an annotation and an event on the claim); 0 reports none.")
 	fs.DurationVar(&c.DeleteStaleAfter, "workspace-delete-stale-after", c.DeleteStaleAfter,
-		"Delete a workspace stopped and untouched this long, its volume going or staying by its reclaimPolicy; must exceed --workspace-stale-after, which gives the notice (status.deleteAt); 0 deletes none.")
+		"Delete a workspace stopped and untouched this long, its volume going or staying by its reclaimPolicy, and a kept volume taken back by none this long; must exceed --workspace-stale-after, which gives the notice (status.deleteAt, the claim's delete-at annotation); 0 deletes none.")
 	fs.StringVar(&c.AccessKeySecret, "workspace-access-key-secret", c.AccessKeySecret,
-		"namespace/name of the Secret holding the key each IDE's password is derived from; created with a random key when missing.")
+		"namespace/name of the Secret holding the operator key each IDE's password and each VM launcher's activity credentials are derived from; created with a random key when missing.")
 	bindRepeatable(fs,
 		repeatable{"workspace-ingress-annotation",
 			"key=value set on every workspace Ingress, e.g. cert-manager.io/cluster-issuer=letsencrypt (repeatable).",
@@ -80,6 +80,12 @@ func (c *VMConfig) BindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxCPU, "vm-max-cpu", c.MaxCPU, "The most CPUs one VirtualMachine may have.")
 	quantityFlag(fs, &c.MaxMemory, "vm-max-memory", "The most memory one VirtualMachine may have.")
 	quantityFlag(fs, &c.MaxDisk, "vm-max-disk", "The largest disk one VirtualMachine may have.")
+	fs.IntVar(&c.MaxFailedStarts, "vm-max-failed-starts", c.MaxFailedStarts,
+		"Failed starts (the launcher exits with a failure before the guest answers) after which the operator stops a VM, keeping its disk; 0 never stops one.")
+	fs.DurationVar(&c.IdleTimeout, "vm-idle-timeout", c.IdleTimeout,
+		"Stop a VM (pod backend) unused this long (no connection to its forwarded TCP ports, no console input), keeping its disk; 0 stops only those whose spec.idleTimeout asks. A spec may ask for less, never more. Setting or unsetting it replaces the running launchers it applies to (a reboot).")
+	fs.DurationVar(&c.IdleWarning, "vm-idle-warning", c.IdleWarning,
+		"How long before an idle stop the VM says so (status.idleStopAt, an IdleWarning event); at most half the idle timeout.")
 	quantityFlag(fs, &c.BootDiskLimit, "vm-boot-disk-limit",
 		"The most a VM's boot disk copy may grow to in its launcher pod (the guest writes its root filesystem there); the kubelet evicts the pod beyond it.")
 }

@@ -39,6 +39,14 @@ var goldenWorkspaceConfig = WorkspaceConfig{
 	Activity:           workspace.NewActivity(), OperatorNamespace: "cloudspace-operator-system",
 }
 
+// goldenVMConfig is the defaults with the golden key and an activity record: a VM asking for
+// an idle timeout renders its launcher's activity endpoint.
+func goldenVMConfig() VMConfig {
+	cfg := DefaultVMConfig()
+	cfg.AccessKey, cfg.Activity, cfg.OperatorNamespace = goldenWorkspaceConfig.AccessKey, workspace.NewActivity(), goldenWorkspaceConfig.OperatorNamespace
+	return cfg
+}
+
 // TestGolden renders each CR under testdata/<chart>/ as the engine would for its kind, and
 // compares the decorated children with <name>.golden.
 func TestGolden(t *testing.T) {
@@ -48,7 +56,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"genericdaemon", GenericDaemonLifecycle{}},
 		{"workspace", WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}},
-		{"virtualmachine", VirtualMachineLifecycle{VMConfig: DefaultVMConfig()}},
+		{"virtualmachine", VirtualMachineLifecycle{VMConfig: goldenVMConfig()}},
 	}
 	for _, tc := range cases {
 		chart, err := render.Load(filepath.Join("..", "helm-charts", tc.chart))

@@ -55,10 +55,14 @@ func workspaceTransitions(ws *infrav1alpha1.Workspace, st infrav1alpha1.Workspac
 			return observeStart(workspaceGVK.Kind, ws.Status.StartRequestedAt, pod)
 		}
 	case st.StoppedReason != "" && !ws.StoppedByOperator():
-		reason := st.StoppedReason
-		return func() { operatorStops.WithLabelValues(workspaceGVK.Kind, reason).Inc() }
+		return observeStop(workspaceGVK.Kind, st.StoppedReason)
 	}
 	return nil
+}
+
+// observeStop counts a stop by the operator of a resource of kind, for reason.
+func observeStop(kind, reason string) func() {
+	return func() { operatorStops.WithLabelValues(kind, reason).Inc() }
 }
 
 // freshStart reports whether pod was made for the start that began at since (nil: unknown): a

@@ -4,6 +4,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +33,8 @@ type Config struct {
 	WorkspaceIngress WorkspaceIngressConfig
 	// Egress bounds where workspace IDEs and VM launcher pods may connect to.
 	Egress EgressConfig
+	// Namespaces are the namespaces the operator serves; empty: every namespace.
+	Namespaces []string
 }
 
 // Lifecycles are the Go lifecycles of the kinds this operator ships, with the operator's
@@ -68,23 +72,53 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Opti
 		}
 		workspaces = mgr.GetCache()
 		if cfg.Workspace.Activity != nil {
-			if err := mgr.Add(newActivityProbe(mgr.GetCache(), cfg.Workspace)); err != nil {
+			probe := newActivityProbe(mgr.GetCache(), cfg.Workspace)
+			if err := mgr.Add(leaderLoop{"reading the IDEs' activity", cmp.Or(cfg.Workspace.ActivityInterval, DefaultActivityInterval), probe.probeAll}); err != nil {
 				return fmt.Errorf("adding the IDE activity probe: %w", err)
 			}
 		}
+		if cfg.Workspace.StaleAfter > 0 {
+			kept := newRetainedVolumes(mgr, cfg.Workspace, cfg.Namespaces)
+			if err := mgr.Add(leaderLoop{"reviewing kept volumes", cmp.Or(cfg.Workspace.StaleInterval, DefaultStaleInterval), kept.sweep}); err != nil {
+				return fmt.Errorf("adding the kept volume review: %w", err)
+			}
+		}
 		if cfg.Workspace.DeleteStaleAfter > 0 {
-			if err := mgr.Add(newStaleReaper(mgr, cfg.Workspace)); err != nil {
+			reaper := newStaleReaper(mgr, cfg.Workspace)
+			if err := mgr.Add(leaderLoop{"deleting stale workspaces", reaper.interval, reaper.reap}); err != nil {
 				return fmt.Errorf("adding the stale workspace reaper: %w", err)
 			}
+		}
+	}
+	if ServesVMs(ws) && cfg.VM.Activity != nil && len(cfg.VM.AccessKey) > 0 {
+		probe := newVMActivityProbe(mgr.GetCache(), cfg.VM)
+		if err := mgr.Add(leaderLoop{"reading the VMs' activity", cmp.Or(cfg.VM.ActivityInterval, DefaultActivityInterval), probe.probeAll}); err != nil {
+			return fmt.Errorf("adding the VM activity probe: %w", err)
 		}
 	}
 	return engine.Setup(mgr, ws, append(lifecycles(cfg, workspaces), opts...)...)
 }
 
 // ServesWorkspaces reports whether the watches file serves Workspace, the only kind that needs
-// the access key and the workspace API.
+// the workspace API.
 func ServesWorkspaces(ws []watches.Watch) bool {
-	return slices.ContainsFunc(ws, func(w watches.Watch) bool { return w.GroupVersionKind() == workspaceGVK })
+	return serves(ws, workspaceGVK)
+}
+
+// NeedsAccessKey reports whether the watches file serves a kind that derives credentials from
+// the operator key (internal/access): Workspace (IDE passwords) and VirtualMachine (the
+// launcher's activity endpoint).
+func NeedsAccessKey(ws []watches.Watch) bool {
+	return serves(ws, workspaceGVK) || serves(ws, vmGVK)
+}
+
+// ServesVMs reports whether the watches file serves VirtualMachine.
+func ServesVMs(ws []watches.Watch) bool {
+	return serves(ws, vmGVK)
+}
+
+func serves(ws []watches.Watch, gvk schema.GroupVersionKind) bool {
+	return slices.ContainsFunc(ws, func(w watches.Watch) bool { return w.GroupVersionKind() == gvk })
 }
 
 // Validate checks the settings an admin gave, so that a typo stops the operator at start
@@ -95,6 +129,12 @@ func (c Config) Validate() error {
 	}
 	if c.Workspace.IdleTimeout < 0 || c.Workspace.IdleWarning < 0 {
 		return fmt.Errorf("--workspace-idle-timeout %s, --workspace-idle-warning %s: durations must not be negative", c.Workspace.IdleTimeout, c.Workspace.IdleWarning)
+	}
+	if c.VM.MaxFailedStarts < 0 {
+		return fmt.Errorf("--vm-max-failed-starts is %d: give 0 (never stop a VM) or more", c.VM.MaxFailedStarts)
+	}
+	if c.VM.IdleTimeout < 0 || c.VM.IdleWarning < 0 {
+		return fmt.Errorf("--vm-idle-timeout %s, --vm-idle-warning %s: durations must not be negative", c.VM.IdleTimeout, c.VM.IdleWarning)
 	}
 	if err := c.Workspace.validateStale(); err != nil {
 		return err

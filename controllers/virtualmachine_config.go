@@ -16,6 +16,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/quantity"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // VMConfig is what the operator's flags set for every VirtualMachine: images, /dev/kvm and the
@@ -41,17 +42,49 @@ type VMConfig struct {
 	// BootDiskLimit is the most the boot disk's copy in the launcher pod may grow to (the
 	// guest writes its root filesystem there); the kubelet evicts a pod beyond it.
 	BootDiskLimit resource.Quantity
+	// MaxFailedStarts is how many times the launcher may fail (exit with a failure, not the
+	// guest's power-off) before the guest first answers, in one start, before the operator
+	// stops the VM (status.stoppedReason StartFailed); 0 never stops one.
+	// DefaultMaxFailedStarts by the operator's flags.
+	MaxFailedStarts int
+	// IdleTimeout stops a VM unused this long, its disk kept (status.stoppedReason Idle); 0
+	// stops only those whose spec.idleTimeout asks, and a spec may ask for less than
+	// IdleTimeout, never more. Pod backend only: KubeVirt's launcher serves no activity.
+	IdleTimeout time.Duration
+	// IdleWarning is how long before an idle stop status.idleStopAt says it is coming (at most
+	// half the timeout). DefaultIdleWarning by the operator's flags.
+	IdleWarning time.Duration
+	// ActivityInterval is how often each running VM's activity is read, when an idle timeout
+	// applies to it; DefaultActivityInterval when 0.
+	ActivityInterval time.Duration
+	// AccessKey derives each VM's activity credentials (internal/access): the launcher serves
+	// its guest's activity over TLS to the operator alone.
+	AccessKey []byte
+	// Activity is the record of each VM's use that the idle policy reads, written by the
+	// operator's probe of the launchers; nil (or no AccessKey): no VM is stopped for being idle.
+	Activity *workspace.Activity
+	// OperatorNamespace is where the operator runs (POD_NAMESPACE): its manager pod, which reads
+	// the launchers' activity, is the only one their NetworkPolicy admits to the activity port.
+	// Empty: none is.
+	OperatorNamespace string
+}
+
+// idle is the idle policy for the VM whose use is known as use.
+func (c VMConfig) idle(use workspace.Use) idlePolicy {
+	return idlePolicy{timeout: c.IdleTimeout, warning: c.IdleWarning, interval: c.ActivityInterval, use: use}
 }
 
 // DefaultVMConfig is the configuration when the operator's flags set nothing.
 func DefaultVMConfig() VMConfig {
 	return VMConfig{
-		DefaultImage:  "cloudspace/vm-disk:debian-12",
-		LauncherImage: "cloudspace/vm-launcher:0.1.0",
-		MaxCPU:        16,
-		MaxMemory:     resource.MustParse("64Gi"),
-		MaxDisk:       resource.MustParse("500Gi"),
-		BootDiskLimit: resource.MustParse("20Gi"),
+		DefaultImage:    "cloudspace/vm-disk:debian-12",
+		LauncherImage:   "cloudspace/vm-launcher:0.1.0",
+		MaxCPU:          16,
+		MaxMemory:       resource.MustParse("64Gi"),
+		MaxDisk:         resource.MustParse("500Gi"),
+		BootDiskLimit:   resource.MustParse("20Gi"),
+		IdleWarning:     DefaultIdleWarning,
+		MaxFailedStarts: DefaultMaxFailedStarts,
 	}
 }
 

@@ -61,13 +61,17 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 	launcherCPU := resource.NewMilliQuantity(cpu*1000, resource.DecimalSI)
 	launcherCPU.Add(launcherCPUOverhead)
 	launcherMemory := l.launcherMemory(*s.Memory, cpu)
+	activity, err := l.activityValues(vm)
+	if err != nil {
+		return nil, err
+	}
 	ports := make([]any, 0, len(s.Ports))
 	for _, p := range s.Ports {
 		ports = append(ports, map[string]any{"name": p.Name, "port": int64(p.Port), "protocol": orDefault(p.Protocol, "TCP")})
 	}
-	return map[string]any{
+	vals := map[string]any{
 		"backend":     string(orDefault(vm.Status.Backend, s.Backend)),
-		"runStrategy": string(s.RunStrategy),
+		"runStrategy": string(runStrategy(vm)),
 		"cpu":         cpu,
 		"memory":      s.Memory.String(),
 		"image":       s.Image,
@@ -80,7 +84,20 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 		"shutdownGracePeriodSeconds": int64(s.ShutdownGracePeriod.Seconds()),
 		"launcher": map[string]any{"image": l.LauncherImage, "cpu": launcherCPU.String(),
 			"memory": launcherMemory.String(), "kvmResource": l.KVMResource, "bootDiskLimit": l.BootDiskLimit.String()},
-	}, nil
+	}
+	if activity != nil {
+		vals["activity"] = activity
+	}
+	return vals, nil
+}
+
+// runStrategy is the strategy the VM runs by: its spec's, but Halted while the operator has it
+// stopped (status.stoppedReason).
+func runStrategy(vm *infrav1alpha1.VirtualMachine) infrav1alpha1.RunStrategy {
+	if vm.StoppedByOperator() {
+		return infrav1alpha1.RunHalted
+	}
+	return vm.Spec.RunStrategy
 }
 
 // launcherMemory is what the launcher's container may use for a guest of memory and cpus: the

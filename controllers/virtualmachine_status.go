@@ -1,7 +1,10 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,7 +18,8 @@ import (
 // kubeVirtVM is KubeVirt's VirtualMachine, which the kubevirt backend renders.
 var kubeVirtVM = schema.GroupVersionKind{Group: "kubevirt.io", Version: "v1", Kind: "VirtualMachine"}
 
-// Status computes the backend, the phase and the guest's whereabouts.
+// Status computes the backend, the phase and the guest's whereabouts, and stops a VM that is
+// unused for its idle timeout.
 func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
 	vm, err := decodeVM(obj)
 	if err != nil {
@@ -32,26 +36,53 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 			kv = c
 		}
 	}
-	st, failure := vmStatus(vm, len(observed.Children) > 0, kv, pods)
+	now := time.Now()
+	st, failure := vmStatus(vm, len(observed.Children) > 0, kv, pods, l.MaxFailedStarts, now)
+	var untilIdleCheck time.Duration
+	if l.idleApplies(vm) {
+		idle := l.idle(l.Activity.Of(vm.UID))
+		st = vmIdleStatus(vm, st, idle, now)
+		untilIdleCheck = idle.untilCheck(st.Phase == infrav1alpha1.VMRunning, vm.Spec.IdleTimeout, st.StartedAt, now)
+	}
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return engine.StatusResult{}, err
 	}
-	res := engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason}
-	if st.Backend == infrav1alpha1.BackendPod && st.Phase == infrav1alpha1.VMRunning && vm.Status.Phase != infrav1alpha1.VMRunning {
-		// The launcher's pod ready: QEMU runs; the guest's boot is its own. The start began
-		// when the VM stopped being Ready.
-		if pod := readyPod(livePods(pods)); freshStart(notReadySince(vm.Status.Conditions), pod) {
-			res.Written = observeStart(vmGVK.Kind, nil, pod)
-		}
+	res := engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason,
+		RequeueAfter: untilIdleCheck,
+		Written:      vmTransitions(vm, st, pods)}
+	switch {
+	case st.StoppedReason != "" && !vm.StoppedByOperator():
+		// Stopped just now: the next render, once this status is written, halts the guest.
+		res.RequeueAfter, res.Prompt = time.Second, true
+		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: st.Message}
+	case st.IdleStopAt != nil:
+		res.Notice = engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: st.Message}
 	}
 	return res, nil
 }
 
+// vmTransitions is what a new VM status tells the metrics, to observe once it is written: a
+// start that made the launcher's pod ready (pod backend), or a stop by the operator.
+func vmTransitions(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus, pods []corev1.Pod) func() {
+	switch {
+	case st.Backend == infrav1alpha1.BackendPod && st.Phase == infrav1alpha1.VMRunning && vm.Status.Phase != infrav1alpha1.VMRunning:
+		// The launcher's pod ready: QEMU runs; the guest's boot is its own. The start began
+		// when the VM stopped being Ready.
+		if pod := readyPod(livePods(pods)); freshStart(notReadySince(vm.Status.Conditions), pod) {
+			return observeStart(vmGVK.Kind, nil, pod)
+		}
+	case st.StoppedReason != "" && !vm.StoppedByOperator():
+		return observeStop(vmGVK.Kind, st.StoppedReason)
+	}
+	return nil
+}
+
 // vmStatus is the pure phase machine: the VM, whether anything was applied, KubeVirt's VM
-// (kubevirt backend) and the guest's pods in; the status out, and why the launcher is failing
-// when it is (a crash loop, an image that cannot be pulled).
-func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.Unstructured, pods []corev1.Pod) (infrav1alpha1.VirtualMachineStatus, problem) {
+// (kubevirt backend), the guest's pods, the failed starts that stop it (0: none) and the time
+// in; the status out, and why the launcher is failing when it is (a crash loop, an image that
+// cannot be pulled, the failed starts that stopped it).
+func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.Unstructured, pods []corev1.Pod, maxFailedStarts int, now time.Time) (infrav1alpha1.VirtualMachineStatus, problem) {
 	st := infrav1alpha1.VirtualMachineStatus{Backend: vm.Status.Backend}
 	switch {
 	case st.Backend != "":
@@ -61,25 +92,129 @@ func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.U
 		st.Backend = infrav1alpha1.BackendPod
 	}
 	var failure problem
-	if st.Backend == infrav1alpha1.BackendKubeVirt {
+	switch {
+	case st.Backend == infrav1alpha1.BackendKubeVirt:
 		st.Phase, st.Message = kubeVirtPhase(kv)
 		if st.Phase == infrav1alpha1.VMFailed {
 			failure.message = st.Message
 		}
-	} else {
+	case vm.StoppedByOperator():
+		st, failure = stoppedVMStatus(vm, st, pods)
+	default:
 		st.Restarts, failure = podProblems(pods)
 		st.Phase, st.Message = podPhase(vm.Spec.RunStrategy, pods)
 		if failure.message != "" && st.Phase != infrav1alpha1.VMStopping {
 			st.Phase, st.Message = infrav1alpha1.VMFailed, "the launcher is failing: "+failure.message
 		}
+		st, failure = vmFailedStarts(vm, st, pods, failure, maxFailedStarts)
 	}
 	if st.Phase == infrav1alpha1.VMRunning {
 		if p := readyPod(livePods(pods)); p != nil {
 			st.NodeName, st.IP = p.Spec.NodeName, p.Status.PodIP
+			st.StartedAt = vm.Status.StartedAt
+			if vm.Status.Phase != infrav1alpha1.VMRunning || st.StartedAt == nil {
+				st.StartedAt = readySince(p, now)
+			}
 		}
 	}
 	st.Status = string(st.Phase)
 	return st, failure
+}
+
+// stoppedVMStatus is the status of a VM the operator stopped: Stopping until the launcher has
+// ended (the guest powers off within its grace period), then Stopped, saying why; Degraded
+// after failed starts, not after an idle stop.
+func stoppedVMStatus(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus, pods []corev1.Pod) (infrav1alpha1.VirtualMachineStatus, problem) {
+	st.Restarts, _ = podProblems(pods)
+	st.Phase, st.Message, st.StoppedReason = infrav1alpha1.VMStopped, vm.Status.Message, vm.Status.StoppedReason
+	st.FailedStarts = vm.Status.FailedStarts
+	if slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+		return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	}) {
+		st.Phase = infrav1alpha1.VMStopping
+	}
+	if st.StoppedReason == infrav1alpha1.StoppedStartFailed {
+		return st, problem{reason: infrav1alpha1.ReasonStartFailed, message: st.Message}
+	}
+	return st, problem{}
+}
+
+// vmFailedStarts counts the launcher's failed exits in a start in progress (one that has not
+// reached Running since it began) and stops the VM at maxFailedStarts (0: never). An exit
+// counts when it failed: a guest that powers off during its boot (exit 0) is no failure, and
+// under runStrategy Always it is the guest's own reboot.
+func vmFailedStarts(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus, pods []corev1.Pod, failure problem, maxFailedStarts int) (infrav1alpha1.VirtualMachineStatus, problem) {
+	if !vmStarting(st.Phase) {
+		return st, failure
+	}
+	var failed int32 // failed starts before this status: none when this start, or this spec, is new
+	if vmStarting(vm.Status.Phase) && vm.Status.ObservedGeneration == vm.Generation {
+		failed = vm.Status.FailedStarts
+	}
+	st.FailedStarts = failed
+	last := lastFailure(pods)
+	if last != "" {
+		// Exits since the status last written; a new pod's restarts count from zero.
+		since := vm.Status.Restarts
+		if st.Restarts < since {
+			since = 0
+		}
+		st.FailedStarts += st.Restarts - since
+	}
+	if maxFailedStarts <= 0 || int(st.FailedStarts) < maxFailedStarts {
+		return st, failure
+	}
+	st.Phase, st.Status, st.StoppedReason = infrav1alpha1.VMStopping, string(infrav1alpha1.VMStopping), infrav1alpha1.StoppedStartFailed
+	st.Message = fmt.Sprintf("stopped after %d failed starts; the disk is kept: %s", st.FailedStarts, cmp.Or(failure.message, last, st.Message))
+	return st, problem{reason: infrav1alpha1.ReasonStartFailed, message: st.Message}
+}
+
+// vmStarting reports whether a VM in phase p is on its way to Running.
+func vmStarting(p infrav1alpha1.VirtualMachinePhase) bool {
+	switch p {
+	case infrav1alpha1.VMPending, infrav1alpha1.VMScheduling, infrav1alpha1.VMStarting, infrav1alpha1.VMFailed:
+		return true
+	}
+	return false
+}
+
+// lastFailure describes the failed last exit of a live pod's container that has not since
+// completed (an init container that failed once and then succeeded is no failure): its pod,
+// image, exit code and last words. Empty when no such container is.
+func lastFailure(pods []corev1.Pod) string {
+	for _, p := range livePods(pods) {
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			t := cs.LastTerminationState.Terminated
+			if t == nil || t.ExitCode == 0 || (cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0) {
+				continue
+			}
+			msg := fmt.Sprintf("pod %s: container %s (image %q) exited %d (%s)", p.Name, cs.Name, cs.Image, t.ExitCode, t.Reason)
+			if t.Message != "" {
+				msg += ": " + clip(t.Message)
+			}
+			return msg
+		}
+	}
+	return ""
+}
+
+// vmIdleStatus is a running VM's status with the idle policy applied: unused for its timeout,
+// it is stopped (StoppedIdle), its disk kept; within the warning before that,
+// status.idleStopAt and the message say when.
+func vmIdleStatus(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus, p idlePolicy, now time.Time) infrav1alpha1.VirtualMachineStatus {
+	if st.Phase != infrav1alpha1.VMRunning {
+		return st
+	}
+	stopAt, stop := p.verdict(vm.Spec.IdleTimeout, st.StartedAt, vm.Status.IdleStopAt != nil, now)
+	switch {
+	case stop:
+		st.Phase, st.StoppedReason = infrav1alpha1.VMStopping, infrav1alpha1.StoppedIdle
+		st.Message = p.stoppedMessage(vm.Spec.IdleTimeout, "the disk")
+	case stopAt != nil:
+		st.IdleStopAt, st.Message = stopAt, p.warningMessage(vm.Spec.IdleTimeout, stopAt, "its disk")
+	}
+	st.Status = string(st.Phase)
+	return st
 }
 
 // podPhase reads the launcher pod: the run strategy is the kubelet's restart policy, so a pod

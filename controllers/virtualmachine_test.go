@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"time"
+
 	"strings"
 	"testing"
 
@@ -44,7 +46,7 @@ func TestVMStatusPodBackend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: tc.strategy}}
-			st, failure := vmStatus(vm, true, nil, tc.pods)
+			st, failure := vmStatus(vm, true, nil, tc.pods, 0, time.Now())
 			if st.Phase == infrav1alpha1.VMRunning && st.Message != "" {
 				t.Errorf("a guest with KVM running: message %q, want none", st.Message)
 			}
@@ -63,7 +65,7 @@ func TestVMStatusSaysSoftwareEmulation(t *testing.T) {
 	pod := vmPod(corev1.PodRunning, "n1", true, false)
 	pod.Spec.Containers = []corev1.Container{{Name: "launcher", Env: []corev1.EnvVar{{Name: "VM_ACCEL", Value: "tcg"}}}}
 	vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
-	st, _ := vmStatus(vm, true, nil, []corev1.Pod{pod})
+	st, _ := vmStatus(vm, true, nil, []corev1.Pod{pod}, 0, time.Now())
 	if st.Phase != infrav1alpha1.VMRunning || st.Message != SoftwareEmulationMessage {
 		t.Errorf("status = %+v, want Running with %q", st, SoftwareEmulationMessage)
 	}
@@ -98,7 +100,7 @@ func TestVMStatusReportsAFailingLauncher(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
-			st, failure := vmStatus(vm, true, nil, []corev1.Pod{tc.pod})
+			st, failure := vmStatus(vm, true, nil, []corev1.Pod{tc.pod}, 0, time.Now())
 			if st.Phase != tc.phase || st.Restarts != tc.restarts {
 				t.Errorf("phase %s, restarts %d; want %s, %d", st.Phase, st.Restarts, tc.phase, tc.restarts)
 			}
@@ -118,18 +120,18 @@ func TestVMStatusKubeVirtBackend(t *testing.T) {
 	kv := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"printableStatus": "Running"}}}
 	kv.SetGroupVersionKind(kubeVirtVM)
 	vm := &infrav1alpha1.VirtualMachine{}
-	st, _ := vmStatus(vm, true, kv, []corev1.Pod{vmPod(corev1.PodRunning, "n2", true, false)})
+	st, _ := vmStatus(vm, true, kv, []corev1.Pod{vmPod(corev1.PodRunning, "n2", true, false)}, 0, time.Now())
 	if st.Backend != infrav1alpha1.BackendKubeVirt || st.Phase != infrav1alpha1.VMRunning || st.NodeName != "n2" {
 		t.Errorf("status = %+v, want kubevirt, Running on n2", st)
 	}
 	// KubeVirt's failures are the VM's Degraded condition too.
 	kv.Object["status"] = map[string]any{"printableStatus": "CrashLoopBackOff"}
-	if st, failure := vmStatus(vm, true, kv, nil); st.Phase != infrav1alpha1.VMFailed || failure.message != "KubeVirt: CrashLoopBackOff" {
+	if st, failure := vmStatus(vm, true, kv, nil, 0, time.Now()); st.Phase != infrav1alpha1.VMFailed || failure.message != "KubeVirt: CrashLoopBackOff" {
 		t.Errorf("status %+v, failure %q; want Failed, failing with KubeVirt's status", st, failure)
 	}
 	// A backend once recorded is kept, whatever is rendered now.
 	vm.Status.Backend = infrav1alpha1.BackendPod
-	if st, _ := vmStatus(vm, true, kv, nil); st.Backend != infrav1alpha1.BackendPod {
+	if st, _ := vmStatus(vm, true, kv, nil, 0, time.Now()); st.Backend != infrav1alpha1.BackendPod {
 		t.Errorf("backend = %s, want the recorded pod", st.Backend)
 	}
 }

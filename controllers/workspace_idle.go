@@ -45,49 +45,70 @@ type idlePolicy struct {
 // stale is how old a reading of an IDE's activity may be and still count.
 func (p idlePolicy) stale() time.Duration { return 3 * cmp.Or(p.interval, DefaultActivityInterval) }
 
-// timeoutFor is ws's idle timeout: the shorter of its own and the operator's, either when the
-// other is unset; 0 when neither is (no idle stop).
-func (p idlePolicy) timeoutFor(ws *infrav1alpha1.Workspace) time.Duration {
-	own := time.Duration(0)
-	if ws.Spec.IdleTimeout != nil {
-		own = ws.Spec.IdleTimeout.Duration
-	}
-	if own <= 0 || (p.timeout > 0 && p.timeout < own) {
+// timeoutFor is the idle timeout of a resource whose spec asks for own: the shorter of its own
+// and the operator's, either when the other is unset; 0 when neither is (no idle stop).
+func (p idlePolicy) timeoutFor(own *metav1.Duration) time.Duration {
+	if own == nil || own.Duration <= 0 || (p.timeout > 0 && p.timeout < own.Duration) {
 		return p.timeout
 	}
-	return own
+	return own.Duration
+}
+
+// verdict applies the idle policy to a running resource whose spec asks for own, running since
+// startedAt, and warned of its stop by its last status or not: unused for its timeout, it is to
+// stop; within the warning before that, stopAt says when. Its idle time counts from its last
+// use or, when none was seen since it started, from its start. Each step needs a reading of its
+// activity taken since that step's time that still shows no use (a reading from before, with a
+// session opened since, must not warn of a stop), and a stop needs the warning first: a
+// resource whose readings were late is warned now and stopped at the next look. One whose
+// activity was not read lately is never stopped (its use is unknown, not nil).
+func (p idlePolicy) verdict(own *metav1.Duration, startedAt *metav1.Time, warned bool, now time.Time) (stopAt *metav1.Time, stop bool) {
+	at, warnAt, ok := p.idleTimes(own, startedAt, now)
+	switch {
+	case !ok || now.Before(warnAt) || p.use.Read.Before(warnAt):
+		return nil, false
+	case now.Before(at) || p.use.Read.Before(at) || !warned:
+		t := metav1.NewTime(latest(at, now).Truncate(time.Second))
+		return &t, false
+	}
+	return nil, true
+}
+
+// warningMessage is the status message of a resource to be stopped at stopAt, keeping what (its
+// storage, its disk).
+func (p idlePolicy) warningMessage(own *metav1.Duration, stopAt *metav1.Time, what string) string {
+	return fmt.Sprintf("unused since %s: stops at %s, %s kept, unless used before",
+		stopAt.Add(-p.timeoutFor(own)).UTC().Format(time.RFC3339), stopAt.UTC().Format(time.RFC3339), what)
+}
+
+// stoppedMessage is the status message of a resource stopped for being unused, keeping what.
+func (p idlePolicy) stoppedMessage(own *metav1.Duration, what string) string {
+	return fmt.Sprintf("stopped after %s unused; %s is kept", p.timeoutFor(own), what)
 }
 
 // idleStatus is a running IDE's status with the idle policy applied: unused for its timeout,
 // it is stopped (StoppedIdle); within the warning before that, status.idleStopAt and the
-// message say when. Its idle time counts from its last use or, when none was seen since it
-// started, from its start; an IDE whose activity the operator has not read lately is never
-// stopped (its use is unknown, not nil).
+// message say when.
 func idleStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, p idlePolicy, now time.Time) infrav1alpha1.WorkspaceStatus {
-	stopAt, warnAt, ok := idleTimes(ws, st, p, now)
+	stopAt, stop := p.verdict(ws.Spec.IdleTimeout, st.StartedAt, ws.Status.IdleStopAt != nil, now)
 	switch {
-	case !ok || now.Before(warnAt):
-		return st
-	case now.Before(stopAt) || p.use.Read.Before(stopAt):
-		// Stopped only on a reading taken after the stop time that still shows no use.
-		at := metav1.NewTime(stopAt.Truncate(time.Second))
-		st.IdleStopAt = &at
-		st.Message = fmt.Sprintf("unused since %s: stops at %s, its storage kept, unless used before", stopAt.Add(-p.timeoutFor(ws)).UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
-		return st
+	case stop:
+		st.Phase, st.StoppedReason = infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle
+		st.Message = p.stoppedMessage(ws.Spec.IdleTimeout, "the storage")
+	case stopAt != nil:
+		st.IdleStopAt, st.Message = stopAt, p.warningMessage(ws.Spec.IdleTimeout, stopAt, "its storage")
 	}
-	st.Phase, st.StoppedReason = infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle
-	st.Message = fmt.Sprintf("stopped after %s unused; the storage is kept", p.timeoutFor(ws))
 	return st
 }
 
-// idleTimes are when a running IDE is to be stopped for being unused and warned of it; ok is
-// false when no idle stop applies (no timeout, or its use unknown).
-func idleTimes(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, p idlePolicy, now time.Time) (stopAt, warnAt time.Time, ok bool) {
-	timeout := p.timeoutFor(ws)
-	if timeout <= 0 || st.StartedAt == nil || now.Sub(p.use.Read) > p.stale() {
+// idleTimes are when a running resource is to be stopped for being unused and warned of it;
+// ok is false when no idle stop applies (no timeout, or its use unknown).
+func (p idlePolicy) idleTimes(own *metav1.Duration, startedAt *metav1.Time, now time.Time) (stopAt, warnAt time.Time, ok bool) {
+	timeout := p.timeoutFor(own)
+	if timeout <= 0 || startedAt == nil || now.Sub(p.use.Read) > p.stale() {
 		return time.Time{}, time.Time{}, false
 	}
-	last := st.StartedAt.Time
+	last := startedAt.Time
 	if p.use.Last.After(last) {
 		last = p.use.Last
 	}
@@ -95,14 +116,14 @@ func idleTimes(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, p 
 	return stopAt, stopAt.Add(-min(p.warning, timeout/2)), true
 }
 
-// untilIdleCheck is how long until a running IDE's idle status may change: its warning, its
-// stop, or (in the warning, or of unknown use) the next reading of its activity. 0 when no idle
-// stop applies.
-func untilIdleCheck(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, p idlePolicy, now time.Time) time.Duration {
-	if st.Phase != infrav1alpha1.WorkspaceRunning || p.timeoutFor(ws) <= 0 {
+// untilCheck is how long until a resource's idle status may change: its warning, its stop, or
+// (in the warning, or of unknown use) the next reading of its activity. 0 when it is not
+// running or no idle stop applies.
+func (p idlePolicy) untilCheck(running bool, own *metav1.Duration, startedAt *metav1.Time, now time.Time) time.Duration {
+	if !running || p.timeoutFor(own) <= 0 {
 		return 0
 	}
-	stopAt, warnAt, ok := idleTimes(ws, st, p, now)
+	stopAt, warnAt, ok := p.idleTimes(own, startedAt, now)
 	switch {
 	case !ok || !now.Before(warnAt):
 		return cmp.Or(p.interval, DefaultActivityInterval)
@@ -114,8 +135,8 @@ func untilIdleCheck(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatu
 // activityProbe reads each running IDE's own account of its use into the activity record:
 // code-server's /healthz answers its last heartbeat, which any request but a health check
 // beats, and an open connection (an IDE tab, a terminal) beats every minute. The probe's own
-// connection is closed after each read, so that it never counts as one. It runs on the leader,
-// every interval, only for workspaces an idle timeout applies to.
+// connection is closed after each read, so that it never counts as one. It runs on the leader
+// (see leaderLoop), every interval, only for workspaces an idle timeout applies to.
 type activityProbe struct {
 	reader   client.Reader
 	activity *workspace.Activity
@@ -127,18 +148,6 @@ func newActivityProbe(reader client.Reader, cfg WorkspaceConfig) *activityProbe 
 	transport := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}
 	return &activityProbe{reader: reader, activity: cfg.Activity, idle: cfg.idle(workspace.Use{}),
 		http: &http.Client{Transport: transport, Timeout: 3 * time.Second}}
-}
-
-// NeedLeaderElection: only the leader's reconciles read the record.
-func (*activityProbe) NeedLeaderElection() bool { return true }
-
-func (p *activityProbe) Start(ctx context.Context) error {
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := p.probeAll(ctx); err != nil {
-			log.FromContext(ctx).Error(err, "reading the IDEs' activity")
-		}
-	}, cmp.Or(p.idle.interval, DefaultActivityInterval))
-	return nil
 }
 
 // probeAll reads the activity of every running workspace an idle timeout applies to, a few
@@ -154,24 +163,19 @@ func (p *activityProbe) probeAll(ctx context.Context) error {
 	for i := range list.Items {
 		live[list.Items[i].GetUID()] = true
 	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, 8)
+	var reads []func()
 	for i := range list.Items {
 		// Only running IDEs are read: their phase is looked at before the whole object is decoded.
 		if phase, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "phase"); phase != string(infrav1alpha1.WorkspaceRunning) {
 			continue
 		}
 		ws, err := workspace.Decode(&list.Items[i])
-		if err != nil || ws.Status.Phase != infrav1alpha1.WorkspaceRunning || ws.Status.PodIP == "" || p.idle.timeoutFor(ws) <= 0 {
+		if err != nil || ws.Status.Phase != infrav1alpha1.WorkspaceRunning || ws.Status.PodIP == "" || p.idle.timeoutFor(ws.Spec.IdleTimeout) <= 0 {
 			continue
 		}
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			p.probe(ctx, ws)
-		})
+		reads = append(reads, func() { p.probe(ctx, ws) })
 	}
-	wg.Wait()
+	inParallel(probeParallelism, reads)
 	p.activity.Keep(func(uid types.UID) bool { return live[uid] })
 	return nil
 }
@@ -206,4 +210,40 @@ func (p *activityProbe) probe(ctx context.Context, ws *infrav1alpha1.Workspace) 
 		}
 	}
 	p.activity.Read(ws.UID, now, last)
+}
+
+// probeParallelism is how many resources an activity probe reads at once.
+const probeParallelism = 8
+
+// inParallel runs each job, at most limit at a time, and returns when all have.
+func inParallel(limit int, jobs []func()) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, limit)
+	for _, job := range jobs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			job()
+		})
+	}
+	wg.Wait()
+}
+
+// leaderLoop runs run every interval on the leader only (the activity record and the deletes
+// are the leader's), until the manager stops; what names its work in the log when it fails.
+type leaderLoop struct {
+	what     string
+	interval time.Duration
+	run      func(context.Context) error
+}
+
+func (leaderLoop) NeedLeaderElection() bool { return true }
+
+func (l leaderLoop) Start(ctx context.Context) error {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := l.run(ctx); err != nil {
+			log.FromContext(ctx).Error(err, l.what)
+		}
+	}, l.interval)
+	return nil
 }

@@ -25,7 +25,7 @@ func TestIdleTimeoutIsTheShorter(t *testing.T) {
 		if tc.own > 0 {
 			ws.Spec.IdleTimeout = &metav1.Duration{Duration: tc.own}
 		}
-		if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws); got != tc.want {
+		if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws.Spec.IdleTimeout); got != tc.want {
 			t.Errorf("operator %s, spec %s: %s, want %s", tc.operator, tc.own, got, tc.want)
 		}
 	}
@@ -42,29 +42,35 @@ func TestIdleStatus(t *testing.T) {
 			use: workspace.Use{Last: t0.Add(-lastUse), Read: t0.Add(-readAgo)}}
 	}
 	for _, tc := range []struct {
-		name    string
-		pol     idlePolicy
-		phase   infrav1alpha1.WorkspacePhase
-		stopped string
-		warned  bool
-		msg     string
-		next    time.Duration
+		name      string
+		pol       idlePolicy
+		wasWarned bool
+		phase     infrav1alpha1.WorkspacePhase
+		stopped   string
+		warned    bool
+		msg       string
+		next      time.Duration
 	}{
-		{"used a minute ago", pol(time.Minute, time.Second), infrav1alpha1.WorkspaceRunning, "", false, "", 24 * time.Minute},
-		{"in the warning", pol(27*time.Minute, time.Second), infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
-		{"unused for the timeout", pol(31*time.Minute, time.Second), infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "stopped after 30m0s unused", 0},
-		{"never used since its start", pol(1000*time.Hour, time.Second), infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "storage is kept", 0},
-		{"stop time passed, no reading since", pol(30*time.Minute+30*time.Second, time.Minute), infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
-		{"use unknown: not read lately", pol(31*time.Minute, 5*time.Minute), infrav1alpha1.WorkspaceRunning, "", false, "", 30 * time.Second},
-		{"no timeout", idlePolicy{use: workspace.Use{Read: t0}}, infrav1alpha1.WorkspaceRunning, "", false, "", 0},
+		{"used a minute ago", pol(time.Minute, time.Second), false, infrav1alpha1.WorkspaceRunning, "", false, "", 24 * time.Minute},
+		{"in the warning", pol(27*time.Minute, time.Second), false, infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
+		{"in the warning, last read before it", pol(27*time.Minute, 3*time.Minute), false, infrav1alpha1.WorkspaceRunning, "", false, "", 30 * time.Second},
+		{"unused for the timeout", pol(31*time.Minute, time.Second), true, infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "stopped after 30m0s unused", 0},
+		{"unused for the timeout, never warned: warned first", pol(31*time.Minute, time.Second), false, infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
+		{"never used since its start", pol(1000*time.Hour, time.Second), true, infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "storage is kept", 0},
+		{"stop time passed, no reading since", pol(30*time.Minute+30*time.Second, time.Minute), true, infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
+		{"use unknown: not read lately", pol(31*time.Minute, 5*time.Minute), true, infrav1alpha1.WorkspaceRunning, "", false, "", 30 * time.Second},
+		{"no timeout", idlePolicy{use: workspace.Use{Read: t0}}, false, infrav1alpha1.WorkspaceRunning, "", false, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := testWorkspace(true, running)
+			if tc.wasWarned {
+				ws.Status.IdleStopAt = &started
+			}
 			st := idleStatus(ws, running, tc.pol, t0)
 			if st.Phase != tc.phase || st.StoppedReason != tc.stopped || (st.IdleStopAt != nil) != tc.warned || !strings.Contains(st.Message, tc.msg) {
 				t.Errorf("%s, stopped %q, idleStopAt %v, %q; want %s, %q, warned %v, saying %q", st.Phase, st.StoppedReason, st.IdleStopAt, st.Message, tc.phase, tc.stopped, tc.warned, tc.msg)
 			}
-			if got := untilIdleCheck(ws, st, tc.pol, t0); got != tc.next {
+			if got := tc.pol.untilCheck(st.Phase == infrav1alpha1.WorkspaceRunning, ws.Spec.IdleTimeout, st.StartedAt, t0); got != tc.next {
 				t.Errorf("next look in %s, want %s", got, tc.next)
 			}
 		})

@@ -75,14 +75,16 @@ type WorkspaceConfig struct {
 	// applies to it; DefaultActivityInterval when 0.
 	ActivityInterval time.Duration
 	// StaleAfter reports a workspace stopped and untouched this long as stale
-	// (status.staleSince, an event); 0 reports none.
+	// (status.staleSince, an event), and a volume kept after delete that no workspace took back
+	// this long since its release (AnnotationStaleSince, an event); 0 reports none.
 	StaleAfter time.Duration
 	// DeleteStaleAfter deletes a workspace stopped and untouched this long, reported stale
-	// since StaleAfter (status.deleteAt says when); 0 deletes none. It must exceed StaleAfter:
-	// the gap is the notice its owner gets.
+	// since StaleAfter (status.deleteAt says when), and a kept volume taken back by none this
+	// long (AnnotationDeleteAt); 0 deletes none. It must exceed StaleAfter: the gap is the
+	// notice its owner gets.
 	DeleteStaleAfter time.Duration
-	// StaleInterval is how often stale workspaces due for deletion are looked for;
-	// DefaultStaleInterval when 0.
+	// StaleInterval is how often stale workspaces due for deletion, and kept volumes, are
+	// looked at; DefaultStaleInterval when 0.
 	StaleInterval time.Duration
 }
 

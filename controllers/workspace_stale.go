@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,17 +58,13 @@ func stoppedStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus
 		since = latest(prev.UntouchedSince.Time, pol.use.Last)
 	}
 	st.UntouchedSince = ptrTime(since)
-	if pol.after <= 0 || now.Before(since.Add(pol.after)) {
+	reported, deleteAt, stale := pol.staleTimes(st.UntouchedSince.Time, prev.StaleSince, now)
+	if !stale {
 		return st
 	}
-	reported := now
-	if prev.StaleSince != nil && !prev.StaleSince.Time.Before(st.UntouchedSince.Time) {
-		reported = prev.StaleSince.Time // reported before, and untouched since
-	}
-	st.StaleSince = ptrTime(reported)
+	st.StaleSince, st.DeleteAt = reported, deleteAt
 	note := fmt.Sprintf("stale: stopped and untouched since %s", since.UTC().Format(time.RFC3339))
-	if pol.deleteAfter > 0 {
-		st.DeleteAt = ptrTime(latest(since.Add(pol.deleteAfter), reported.Add(pol.deleteAfter-pol.after)))
+	if deleteAt != nil {
 		note += fmt.Sprintf("; it will be deleted at %s unless started or changed before", st.DeleteAt.UTC().Format(time.RFC3339))
 	} else {
 		note += "; start it, or delete it if it is no longer wanted"
@@ -79,6 +74,25 @@ func stoppedStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus
 		st.Message = note
 	}
 	return st
+}
+
+// staleTimes are, for something untouched since since and last reported stale at prevReport
+// (nil: never), when it was reported stale and when it is to be deleted (nil: never); stale is
+// false while it is not. A report from before the last touch is void. Deletion comes no sooner
+// than the gap between the two settings after the report: that is the owner's notice.
+func (pol stalePolicy) staleTimes(since time.Time, prevReport *metav1.Time, now time.Time) (reported, deleteAt *metav1.Time, stale bool) {
+	if pol.after <= 0 || now.Before(since.Add(pol.after)) {
+		return nil, nil, false
+	}
+	at := now
+	if prevReport != nil && !prevReport.Time.Before(since) {
+		at = prevReport.Time // reported before, and untouched since
+	}
+	reported = ptrTime(at)
+	if pol.deleteAfter > 0 {
+		deleteAt = ptrTime(latest(since.Add(pol.deleteAfter), at.Add(pol.deleteAfter-pol.after)))
+	}
+	return reported, deleteAt, true
 }
 
 func latest(a, b time.Time) time.Time {
@@ -129,19 +143,6 @@ func newStaleReaper(mgr ctrl.Manager, cfg WorkspaceConfig) staleReaper {
 		interval: cmp.Or(cfg.StaleInterval, DefaultStaleInterval), now: time.Now}
 }
 
-// NeedLeaderElection: only the leader deletes.
-func (staleReaper) NeedLeaderElection() bool { return true }
-
-// Start looks for workspaces due for deletion every interval until ctx ends.
-func (r staleReaper) Start(ctx context.Context) error {
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := r.reap(ctx); err != nil {
-			log.FromContext(ctx).Error(err, "deleting stale workspaces")
-		}
-	}, r.interval)
-	return nil
-}
-
 // reap deletes each workspace due, conditional on the version whose status said so: a
 // workspace started or changed since is never deleted for what it was before.
 func (r staleReaper) reap(ctx context.Context) error {
@@ -166,16 +167,22 @@ func (r staleReaper) reap(ctx context.Context) error {
 
 // delete deletes a stale workspace if it is still the version read, and records why.
 func (r staleReaper) delete(ctx context.Context, ws *infrav1alpha1.Workspace) {
-	uid, version := ws.UID, ws.ResourceVersion
-	err := r.writer.Delete(ctx, ws, client.Preconditions{UID: &uid, ResourceVersion: &version})
+	deleteUnchanged(ctx, r.writer, r.recorder, ws, "a stale workspace",
+		"Deleted: stopped and untouched until "+ws.Status.DeleteAt.UTC().Format(time.RFC3339)+", past --workspace-delete-stale-after")
+}
+
+// deleteUnchanged deletes obj, something stale, if it is still the version read (its UID and
+// resourceVersion), and records why with a DeletedStale event. Gone, or changed since (started,
+// taken back), it is left to the next look, which tells whether it is still stale.
+func deleteUnchanged(ctx context.Context, w client.Writer, rec record.EventRecorder, obj client.Object, what, why string) {
+	uid, version := obj.GetUID(), obj.GetResourceVersion()
+	err := w.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &version})
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		// Gone, or changed since: its next status says whether it is still stale.
 	case err != nil:
-		log.FromContext(ctx).Error(err, "deleting a stale workspace", "workspace", client.ObjectKeyFromObject(ws))
+		log.FromContext(ctx).Error(err, "deleting "+what, "object", client.ObjectKeyFromObject(obj))
 	default:
-		r.recorder.Eventf(ws, corev1.EventTypeNormal, infrav1alpha1.EventDeletedStale,
-			"Deleted: stopped and untouched until %s, past --workspace-delete-stale-after", ws.Status.DeleteAt.UTC().Format(time.RFC3339))
+		rec.Event(obj, corev1.EventTypeNormal, infrav1alpha1.EventDeletedStale, why)
 	}
 }
 

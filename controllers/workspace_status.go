@@ -34,7 +34,7 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 		return engine.StatusResult{}, err
 	}
 	res := engine.StatusResult{Fields: fields, Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason,
-		RequeueAfter: soonest(untilTimeout(ws, st, now), soonest(untilIdleCheck(ws, st, pol.idle, now), untilStale(st, pol.stale, now))),
+		RequeueAfter: soonest(untilTimeout(ws, st, now), soonest(pol.idle.untilCheck(st.Phase == infrav1alpha1.WorkspaceRunning, ws.Spec.IdleTimeout, st.StartedAt, now), untilStale(st, pol.stale, now))),
 		Written:      workspaceTransitions(ws, st, livePods(pods))}
 	switch {
 	case st.StoppedReason != "" && !ws.StoppedByOperator():

@@ -49,5 +49,5 @@ fi
 make -s images
 step "images built and pushed"
 make -s build >/dev/null
-go test -count=1 -timeout 20m ${V:+-v} ./test/real/
+go test -count=1 -timeout 30m ${V:+-v} ./test/real/
 step "suite passed"

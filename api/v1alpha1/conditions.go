@@ -69,8 +69,9 @@ const (
 	// message says what it was waiting for.
 	ReasonStartTimedOut = "StartTimedOut"
 	// ReasonStartFailed: the operator stopped a Workspace after its IDE failed to start
-	// --workspace-max-failed-starts times (status.stoppedReason says so too); the message
-	// gives the last failure. The storage is kept; any change to the spec starts it again.
+	// --workspace-max-failed-starts times, or a VirtualMachine after its launcher failed
+	// --vm-max-failed-starts times (status.stoppedReason says so too); the message gives the
+	// last failure. The storage or disk is kept; any change to the spec starts it again.
 	ReasonStartFailed = "StartFailed"
 	// ReasonPaused: the CR carries the pause annotation; nothing is reconciled.
 	ReasonPaused = "Paused"
@@ -127,17 +128,20 @@ const (
 	// CEL rule lets pass unchanged). Only this event can say so; nothing is retried until the
 	// spec changes.
 	EventResourceInvalid = "ResourceInvalid"
-	// EventIdleWarning: a Workspace unused for most of its idle timeout will be stopped at
-	// status.idleStopAt unless used before; the message says when.
+	// EventIdleWarning: a Workspace or VirtualMachine unused for most of its idle timeout will
+	// be stopped at status.idleStopAt unless used before; the message says when.
 	EventIdleWarning = "IdleWarning"
-	// EventStoppedByOperator: the operator stopped a Workspace its spec asks to run
-	// (status.stoppedReason: Idle, or StartFailed); the message says why. Its volume is kept.
+	// EventStoppedByOperator: the operator stopped a Workspace or VirtualMachine its spec asks to
+	// run (status.stoppedReason: Idle, or StartFailed); the message says why. Its volume or disk
+	// is kept.
 	EventStoppedByOperator = "StoppedByOperator"
 	// EventStale: a Workspace stopped and untouched for the operator's --workspace-stale-after
-	// is stale (status.staleSince); the message says since when, and when the operator will
-	// delete it if it deletes stale workspaces (status.deleteAt).
+	// is stale (status.staleSince), or a volume kept after its workspace's delete was taken back
+	// by none for as long (on the claim); the message says since when, and when the operator
+	// will delete it if it deletes stale ones (status.deleteAt, the claim's delete-at).
 	EventStale = "Stale"
-	// EventDeletedStale: the operator deleted a stale Workspace at its status.deleteAt, as
-	// --workspace-delete-stale-after asks. Its volume goes or stays by its reclaimPolicy.
+	// EventDeletedStale: the operator deleted a stale Workspace at its status.deleteAt, or a
+	// stale kept volume at its delete-at, as --workspace-delete-stale-after asks. A Workspace's
+	// volume goes or stays by its reclaimPolicy.
 	EventDeletedStale = "DeletedStale"
 )

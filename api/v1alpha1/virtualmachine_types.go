@@ -209,6 +209,30 @@ type VirtualMachineSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="must be from 0s to 1h, such as 60s or 5m"
 	// +optional
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
+
+	// IdleTimeout stops the VM after it has been unused this long (pod backend: no
+	// connection to any of its forwarded TCP ports, an SSH session for one, and no input on its
+	// serial console), keeping its disk: at most the operator's --vm-idle-timeout when that is
+	// set; unset, the operator's. A warning (status.idleStopAt, an IdleWarning event) comes
+	// first. Setting it, or the operator's, replaces a running launcher pod once (it then
+	// serves the guest's activity to the operator). At least 1m, at most 32 characters.
+	// +kubebuilder:validation:XValidation:rule="size(self) <= 32",message="must be at most 32 characters"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="must be a duration of at least 1m, such as 30m or 2h"
+	// +optional
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
+	// StartRequests counts the starts asked for again after the operator stopped the VM
+	// (status.stoppedReason): like any change to the spec, raising it starts the VM again.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	StartRequests int64 `json:"startRequests,omitempty"`
+}
+
+// StoppedByOperator reports whether the operator stopped the VM although its run strategy asks
+// for it to run (status.stoppedReason), and no change to the spec has been made since: the
+// generation it stopped at is still the one observed.
+func (vm *VirtualMachine) StoppedByOperator() bool {
+	return vm.Status.StoppedReason != "" && vm.Status.ObservedGeneration == vm.Generation
 }
 
 // VirtualMachineStatus is what the operator observed of the VM.
@@ -239,6 +263,25 @@ type VirtualMachineStatus struct {
 	// Always written, 0 included: a count, which tools read as filled in.
 	// +optional
 	Restarts int32 `json:"restarts"`
+	// FailedStarts counts the launcher's failed exits (not a guest's power-off) in the current
+	// start, before the guest answered; at the operator's --vm-max-failed-starts the VM is
+	// stopped (stoppedReason StartFailed). Always written, 0 included.
+	// +optional
+	FailedStarts int32 `json:"failedStarts"`
+	// StartedAt is when the guest last became Running (its SSH server, or cloud-init,
+	// answered); an idle time counts from it when nothing has used the VM since.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// StoppedReason, when set, says why the operator stopped a VM whose run strategy asks it to
+	// run: StartFailed, after --vm-max-failed-starts failed starts (Message says what failed),
+	// or Idle, after its idle timeout unused. Its disk is kept; any change to the spec (raising
+	// spec.startRequests) starts it again.
+	// +optional
+	StoppedReason string `json:"stoppedReason,omitempty"`
+	// IdleStopAt is when the VM will be stopped for being unused, set from the warning on (the
+	// operator's --vm-idle-warning before it); any use postpones it.
+	// +optional
+	IdleStopAt *metav1.Time `json:"idleStopAt,omitempty"`
 	// Conditions are Ready, Progressing and Degraded.
 	// +optional
 	// +listType=map
@@ -276,6 +319,8 @@ type VirtualMachineStatus struct {
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ip`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
+// +kubebuilder:printcolumn:name="Stopped",type=string,JSONPath=`.status.stoppedReason`,priority=1
+// +kubebuilder:printcolumn:name="Idle stop",type=string,JSONPath=`.status.idleStopAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VirtualMachine struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -216,11 +216,12 @@ func (s *WorkspaceSpec) WantsRunning() bool {
 	return s.Running == nil || *s.Running
 }
 
-// Why the operator stopped a workspace whose spec asks it to run (status.stoppedReason).
+// Why the operator stopped a workspace or VM whose spec asks it to run (status.stoppedReason).
 const (
-	// StoppedStartFailed: its IDE failed to start --workspace-max-failed-starts times.
+	// StoppedStartFailed: its IDE, or the VM's launcher, failed to start
+	// --workspace-max-failed-starts (--vm-max-failed-starts) times.
 	StoppedStartFailed = ReasonStartFailed
-	// StoppedIdle: its IDE was unused for its idle timeout.
+	// StoppedIdle: the IDE, or the VM, was unused for its idle timeout.
 	StoppedIdle = "Idle"
 )
 

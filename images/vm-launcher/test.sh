@@ -1,7 +1,9 @@
 #!/bin/sh
 # Tests vm-launcher without a real QEMU: its helpers (sourced with VM_LAUNCHER_LIB=1), and, where
 # qemu-img, genisoimage and socat are installed (as in the image), its whole run against a fake
-# qemu-system-x86_64 that answers SIGTERM's power-off request as a guest would.
+# qemu-system-x86_64 that answers SIGTERM's power-off request as a guest would. The activity
+# endpoint's handler reads fake kernel TCP tables; its TLS server is tested where openssl is
+# installed too, to make its key and certificate (the image has no openssl).
 #
 #   sh images/vm-launcher/test.sh             runs the tests under every shell found:
 #                                             sh, dash, busybox sh, bash
@@ -173,6 +175,199 @@ tcp:22 ssh ERR
 tcp:22 -1 ERR
 EOF
 
+# --- The guest's activity (VM_ACTIVITY_PORT): its port must not be a forwarded tcp one.
+check "tcp_ports" "22 8080 65535" "$(tcp_ports tcp:22,udp:53,tcp:08080,tcp:65535,udp:22)"
+check "tcp_ports_hex" "0016 1F90 FFFF" "$(tcp_ports_hex tcp:22,udp:53,tcp:08080,tcp:65535,udp:22)"
+check "tcp_ports_hex, none" "" "$(tcp_ports_hex udp:53)"
+while read -r ports setting want; do
+	[ "$setting" != '""' ] || setting=
+	[ "$want" != '""' ] || want=
+	got=$(activity_port "$ports" "$setting" 2>/dev/null) || got=ERR
+	check "activity_port $ports '$setting'" "$want" "$got"
+done <<'EOF'
+tcp:22 "" ""
+tcp:22,udp:8443 8443 8443
+tcp:22 08443 8443
+tcp:22 65535 65535
+tcp:22,tcp:8443 8443 ERR
+tcp:022,udp:53 22 ERR
+tcp:22 00022 ERR
+tcp:22 0 ERR
+tcp:22 65536 ERR
+tcp:22 100000000000000000000 ERR
+tcp:22 https ERR
+tcp:22 -1 ERR
+EOF
+
+# Fake kernel TCP tables, as /proc/net/tcp and tcp6 write them (addresses as 32-bit words in the
+# host's byte order: 10.42.0.7 is 07002A0A), for VM_PORTS=tcp:22,tcp:2222,udp:8080 on a pod at
+# 10.42.0.7. Counted: an SSH session from a pod (10.42.1.5) through the Service, one through
+# `kubectl port-forward` (from 127.0.0.1), one to port 2222, and in tcp6 a v4-mapped session
+# from a pod and one from 127.0.0.1. Not counted: the listeners, the readiness probe (from
+# 127.0.0.2) and its own end, a TIME_WAIT and a CLOSE_WAIT, a connection to 8080 (forwarded as
+# udp only), the guest's own outgoing connection (to 8.8.8.8:443), and the v4-mapped probe.
+act=$WORK/activity
+mkdir -p "$act/busy" "$act/quiet" "$act/v4only" "$act/none" "$act/run"
+rest='00000000:00000000 00:00000000 00000000   107        0 2000 1 0000000000000000 20 4 30 10 -1'
+header='  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode'
+header6='  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode'
+{
+	echo "$header"
+	echo "   0: 00000000:0016 00000000:0000 0A $rest"
+	echo "   1: 00000000:08AE 00000000:0000 0A $rest"
+	echo "   2: 07002A0A:0016 05012A0A:D431 01 $rest"
+	echo "   3: 0100007F:0016 0100007F:A1B2 01 $rest"
+	echo "   4: 0100007F:0016 0200007F:B1C2 01 $rest"
+	echo "   5: 0200007F:B1C2 0100007F:0016 01 $rest"
+	echo "   6: 07002A0A:0016 05012A0A:D430 06 $rest"
+	echo "   7: 07002A0A:1F90 05012A0A:D433 01 $rest"
+	echo "   8: 07002A0A:C350 08080808:01BB 01 $rest"
+	echo "   9: 07002A0A:08AE 05012A0A:D434 01 $rest"
+} >"$act/busy/tcp"
+{
+	echo "$header6"
+	echo "   0: 00000000000000000000000000000000:0016 00000000000000000000000000000000:0000 0A $rest"
+	echo "   1: 0000000000000000FFFF000007002A0A:0016 0000000000000000FFFF000005012A0A:D435 01 $rest"
+	echo "   2: 0000000000000000FFFF00000100007F:0016 0000000000000000FFFF00000200007F:B1C3 01 $rest"
+	echo "   3: 0000000000000000FFFF00000100007F:0016 0000000000000000FFFF00000100007F:A1B3 01 $rest"
+	echo "   4: 0000000000000000FFFF000007002A0A:0016 0000000000000000FFFF000005012A0A:D436 08 $rest"
+} >"$act/busy/tcp6"
+# Nobody but the probe; and a kernel without IPv6 (no tcp6).
+{
+	echo "$header"
+	echo "   0: 00000000:0016 00000000:0000 0A $rest"
+	echo "   1: 0100007F:0016 0200007F:B1C2 01 $rest"
+	echo "   2: 0200007F:B1C2 0100007F:0016 01 $rest"
+} >"$act/quiet/tcp"
+echo "$header6" >"$act/quiet/tcp6"
+cp "$act/busy/tcp" "$act/v4only/tcp"
+count() {
+	got=$(PROC_NET_DIR=$act/$1 count_connections "$2" 2>/dev/null) || got=ERR
+	check "count_connections $1 $2" "$3" "$got"
+}
+count busy tcp:22,tcp:2222,udp:8080 5
+count busy tcp:22 4
+count busy tcp:2222,tcp:8443 1
+count busy udp:22,udp:8080 0
+count busy "" 0
+count quiet tcp:22,tcp:2222 0
+count v4only tcp:22,tcp:2222 3
+count none tcp:22 ERR
+
+# `vm-launcher activity`, the endpoint's handler, run as socat runs it: the request on its input,
+# the response on its output, with the container's environment. The token is a file of the
+# cloud-init Secret (a symlink), with a newline at its end.
+aci=$WORK/cloud-init-activity
+mkdir -p "$aci/..2024_01_01"
+printf 's3cret-T0ken\n' >"$aci/..2024_01_01/activity-token"
+ln -s ..2024_01_01 "$aci/..data"
+ln -s ..data/activity-token "$aci/activity-token"
+# run_activity REQUEST [VAR=VALUE...]: feeds REQUEST (printf's format) to the handler and prints
+# its response, CR as ~ and LF as |.
+run_activity() {
+	# shellcheck disable=SC2059 # the request is a format, for its \r\n.
+	printf "$1" >"$WORK/request"
+	shift
+	# shellcheck disable=SC2086 # "busybox sh" is a command and its argument.
+	env -u VM_LAUNCHER_LIB -u VM_LAUNCHER_TTY VM_RUN_DIR="$act/run" VM_CLOUD_INIT_DIR="$aci" \
+		VM_PROC_NET_DIR="$act/busy" VM_PORTS=tcp:22,tcp:2222,udp:8080 "$@" \
+		$TEST_SHELL "$HERE/vm-launcher" activity <"$WORK/request" 2>>"$WORK/activity.err" | tr '\r\n' '~|'
+}
+# status_of RESPONSE prints its status code.
+status_of() {
+	set -- "${1#HTTP/1.1 }"
+	printf '%s\n' "${1%% *}"
+}
+# idle_of RESPONSE prints its idleSeconds.
+idle_of() {
+	set -- "${1##*\"idleSeconds\":}"
+	printf '%s\n' "${1%\}}"
+}
+# within NAME LOW HIGH GOT
+within() {
+	if is_uint "$4" && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then
+		check "$1" ok ok
+	else
+		check "$1" "$2 to $3" "$4"
+	fi
+}
+now=$(date +%s)
+touch -d "@$((now - 100))" "$act/run/activity"
+good='GET /activity HTTP/1.1\r\nHost: 10.42.0.7:8443\r\nAuthorization: Bearer s3cret-T0ken\r\n\r\n'
+check "activity: connected" \
+	'HTTP/1.1 200 OK~|Content-Type: application/json~|Content-Length: 33~|Connection: close~|~|{"connections":5,"idleSeconds":0}' \
+	"$(run_activity "$good")"
+got=$(run_activity "$good" VM_PROC_NET_DIR="$act/quiet")
+check "activity: nobody, body" '{"connections":0,"idleSeconds":S}' "$(printf '%s\n' "${got##*|}" | sed 's/:[0-9]*}$/:S}/')"
+within "activity: nobody, idle since the mark" 100 110 "$(idle_of "$got")"
+check "activity: no tcp port forwarded" 0 "$(run_activity "$good" VM_PORTS=udp:53 | sed 's/.*"connections":\([0-9]*\).*/\1/')"
+# The console's terminal: its access time is its last input.
+: >"$WORK/tty"
+touch -a -d "@$((now - 30))" "$WORK/tty"
+within "activity: console typed into since" 30 40 "$(idle_of "$(run_activity "$good" VM_PROC_NET_DIR="$act/quiet" VM_LAUNCHER_TTY="$WORK/tty")")"
+touch -a -d "@$((now - 500))" "$WORK/tty"
+within "activity: console idle longer than the mark" 100 110 "$(idle_of "$(run_activity "$good" VM_PROC_NET_DIR="$act/quiet" VM_LAUNCHER_TTY="$WORK/tty")")"
+within "activity: console gone" 100 110 "$(idle_of "$(run_activity "$good" VM_PROC_NET_DIR="$act/quiet" VM_LAUNCHER_TTY="$WORK/nowhere")")"
+touch -a -d "@$((now - 30))" "$WORK/tty"
+check "activity: connected, the console does not matter" 0 "$(idle_of "$(run_activity "$good" VM_LAUNCHER_TTY="$WORK/tty")")"
+touch -d "@$((now + 1000))" "$act/run/activity"
+check "activity: never negative" 0 "$(idle_of "$(run_activity "$good" VM_PROC_NET_DIR="$act/quiet")")"
+touch -d "@$((now - 100))" "$act/run/activity"
+check "activity: HTTP/1.0, bare LF, names and scheme in any case" 200 \
+	"$(status_of "$(run_activity 'GET /activity HTTP/1.0\nAUTHORIZATION:\tbEaReR   s3cret-T0ken \n\n')")"
+# Refused: the token is never written back.
+unauthorized='HTTP/1.1 401 Unauthorized~|WWW-Authenticate: Bearer~|Content-Length: 0~|Connection: close~|~|'
+check "activity: wrong token" "$unauthorized" \
+	"$(run_activity 'GET /activity HTTP/1.1\r\nAuthorization: Bearer s3cret-T0ke\r\n\r\n')"
+check "activity: token and more" "$unauthorized" \
+	"$(run_activity 'GET /activity HTTP/1.1\r\nAuthorization: Bearer s3cret-T0ken2\r\n\r\n')"
+check "activity: no token" "$unauthorized" "$(run_activity 'GET /activity HTTP/1.1\r\nHost: x\r\n\r\n')"
+check "activity: another scheme" "$unauthorized" \
+	"$(run_activity 'GET /activity HTTP/1.1\r\nAuthorization: Basic s3cret-T0ken\r\n\r\n')"
+check "activity: the token alone" "$unauthorized" \
+	"$(run_activity 'GET /activity HTTP/1.1\r\nAuthorization: s3cret-T0ken\r\n\r\n')"
+check "activity: the token in another header" "$unauthorized" \
+	"$(run_activity 'GET /activity HTTP/1.1\r\nX-Authorization: Bearer s3cret-T0ken\r\n\r\n')"
+mkdir -p "$WORK/empty-token"
+: >"$WORK/empty-token/activity-token"
+check "activity: empty token file, empty token" "$unauthorized" \
+	"$(run_activity 'GET /activity HTTP/1.1\r\nAuthorization: Bearer \r\n\r\n' VM_CLOUD_INIT_DIR="$WORK/empty-token")"
+check "activity: no token file" "$unauthorized" "$(run_activity "$good" VM_CLOUD_INIT_DIR="$WORK/nowhere")"
+check "activity: another path" 'HTTP/1.1 404 Not Found~|Content-Length: 0~|Connection: close~|~|' \
+	"$(run_activity 'GET /activity/x HTTP/1.1\r\nAuthorization: Bearer s3cret-T0ken\r\n\r\n')"
+check "activity: another method" 'HTTP/1.1 405 Method Not Allowed~|Allow: GET~|Content-Length: 0~|Connection: close~|~|' \
+	"$(run_activity 'POST /activity HTTP/1.1\r\nAuthorization: Bearer s3cret-T0ken\r\nContent-Length: 0\r\n\r\n')"
+check "activity: another method, another path" 404 "$(status_of "$(run_activity 'DELETE / HTTP/1.1\r\n\r\n')")"
+# Requests it cannot read: too long, too many headers, cut short, not HTTP/1.x.
+long=$(printf '%01017d' 0)
+check "activity: a header line of 1024 bytes" 200 \
+	"$(status_of "$(run_activity "GET /activity HTTP/1.1\r\nX-Pad: $long\r\nAuthorization: Bearer s3cret-T0ken\r\n\r\n")")"
+check "activity: a header line of 1025 bytes" 400 \
+	"$(status_of "$(run_activity "GET /activity HTTP/1.1\r\nX-Pad: ${long}0\r\nAuthorization: Bearer s3cret-T0ken\r\n\r\n")")"
+check "activity: a longer request line" 400 \
+	"$(status_of "$(run_activity "GET /activity?$long HTTP/1.1\r\nAuthorization: Bearer s3cret-T0ken\r\n\r\n")")"
+pad=
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31; do
+	pad="${pad}X-Pad: x\r\n"
+done
+check "activity: 32 headers" 200 \
+	"$(status_of "$(run_activity "GET /activity HTTP/1.1\r\n${pad}Authorization: Bearer s3cret-T0ken\r\n\r\n")")"
+check "activity: 33 headers" 400 \
+	"$(status_of "$(run_activity "GET /activity HTTP/1.1\r\n${pad}X-Pad: x\r\nAuthorization: Bearer s3cret-T0ken\r\n\r\n")")"
+check "activity: no empty line" 400 \
+	"$(status_of "$(run_activity 'GET /activity HTTP/1.1\r\nAuthorization: Bearer s3cret-T0ken\r\n')")"
+check "activity: nothing" 400 "$(status_of "$(run_activity '')")"
+for request in 'GET /activity\r\n\r\n' 'GET /activity HTTP/2\r\n\r\n' 'GET  /activity HTTP/1.1\r\n\r\n' \
+	'GET /activity HTTP/1.1 x\r\n\r\n' '\r\nGET /activity HTTP/1.1\r\n\r\n' 'HTTP/1.1\r\n\r\n' \
+	'GET /activity HTTP/1.1\r\nAuthorization Bearer s3cret-T0ken\r\n\r\n' \
+	'GET /activity HTTP/1.1\r\nAuthorization : Bearer s3cret-T0ken\r\n\r\n' \
+	'GET /activity HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n'; do
+	check "activity: bad request $request" 400 "$(status_of "$(run_activity "$request")")"
+done
+check "activity: no mark" 500 "$(status_of "$(run_activity "$good" VM_PROC_NET_DIR="$act/quiet" VM_RUN_DIR="$WORK/nowhere")")"
+check "activity: no table" 500 "$(status_of "$(run_activity "$good" VM_PROC_NET_DIR="$act/none")")"
+check "activity: never says the token" absent "$(grep -rl s3cret "$WORK/activity.err" || echo absent)"
+
 # --- Data disk size: 95% of the claim, capped by what the volume can hold (less 64 MiB).
 check "data disk, free space unknown" 9728 "$(data_disk_target_mib 10240 "" 0)"
 check "data disk, roomy volume" 9728 "$(data_disk_target_mib 10240 100000 0)"
@@ -260,6 +455,8 @@ check "seed meta-data" "instance-id: 1" "$(isoinfo -J -i "$WORK/seed.iso" -x /me
 # (ssh), an HTTP status line (http), closes at once (close) or says nothing (silent).
 cat >"$WORK/listener" <<'EOF'
 #!/bin/sh
+# Where the connection came from (socat tells the programs it runs).
+printf '%s\n' "${SOCAT_PEERADDR:-}" >"$(dirname "$0")/peer"
 case $1 in
 ssh) printf 'SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n' ;;
 http) printf 'HTTP/1.1 400 Bad Request\r\n' ;;
@@ -283,19 +480,24 @@ unlisten() {
 	wait "$LISTENER_PID" 2>/dev/null || :
 	LISTENER_PID=
 }
-# A port nothing listens on, found by binding it.
-PROBE_PORT=
-p=$((20000 + $$ % 20000))
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-	socat "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr" /dev/null 2>/dev/null &
-	sleep 0.2
-	if kill "$!" 2>/dev/null; then
-		wait "$!" 2>/dev/null || :
-		PROBE_PORT=$p
-		break
-	fi
-	p=$((p + 1))
-done
+# free_port FROM prints a port nothing listens on, FROM or one of the next nine, found by binding
+# it; nothing when all are taken.
+free_port() {
+	p=$1
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		socat "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr" /dev/null >/dev/null 2>&1 &
+		sleep 0.2
+		if kill "$!" 2>/dev/null; then
+			wait "$!" 2>/dev/null || :
+			echo "$p"
+			return 0
+		fi
+		p=$((p + 1))
+	done
+}
+PROBE_PORT=$(free_port $((20000 + $$ % 20000)))
+# The activity endpoint's, in the tests further down.
+ENDPOINT_PORT=$(free_port $((${PROBE_PORT:-20000} + 100)))
 
 # run_probe [ENV=VALUE...]: runs `vm-launcher probe` under TEST_SHELL, prints its exit status
 # and keeps its output in $WORK/probe.out and its duration in seconds in PROBE_SECONDS_TAKEN.
@@ -324,6 +526,8 @@ else
 	probe_says "probe: nothing listens, says so" "not ready"
 	listen ssh
 	check "probe: SSH banner" 0 "$(run_probe)"
+	# From 127.0.0.2, which the count of the guest's users leaves out.
+	check "probe: connects from 127.0.0.2" 127.0.0.2 "$(cat "$WORK/peer")"
 	# A guest that runs cloud-init: sshd answers before cloud-init restarts it, so ready waits
 	# for cloud-init's final message as well.
 	mkdir -p "$VM_RUN_DIR"
@@ -367,6 +571,86 @@ check "probe, no SSH port: cloud-init finished" 0 "$(run_probe VM_PORTS=tcp:2222
 : >"$VM_RUN_DIR/console.log"
 check "probe, no SSH port: remembered after the log was cut" 0 "$(run_probe VM_PORTS=udp:53 VM_SSH_PORT=)"
 rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
+
+# --- The activity endpoint over TLS: socat serving on ENDPOINT_PORT with a key and certificate
+# as the operator makes them (an ed25519 PKCS#8 key, then its self-signed certificate, in one
+# PEM), running the handler for each connection. openssl makes them, and is not in the image.
+#
+# request TOKEN [TARGET]: GET TARGET (/activity) from the endpoint with TOKEN, and print the
+# response's status and its body, "200 {...}"; "none" when nothing answered.
+request() {
+	printf 'GET %s HTTP/1.1\r\nHost: vm\r\nAuthorization: Bearer %s\r\n\r\n' "${2:-/activity}" "$1" |
+		timeout 10 socat -t 5 - "OPENSSL:127.0.0.1:$ENDPOINT_PORT,verify=0" 2>/dev/null | tr -d '\r' >"$WORK/response" || :
+	code=$(sed -n '1s/^HTTP\/1\.1 \([0-9]*\) .*/\1/p' "$WORK/response")
+	if [ -z "$code" ]; then
+		echo none
+	else
+		printf '%s %s\n' "$code" "$(tail -n 1 "$WORK/response")"
+	fi
+}
+# request_soon TOKEN: request, retried until the server listens (5 s at most).
+request_soon() {
+	tries=0
+	while got=$(request "$1") && [ "$got" = none ] && [ "$tries" -lt 50 ]; do
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	printf '%s\n' "$got"
+}
+# seconds_since START
+seconds_since() {
+	echo "$(($(date +%s) - $1))"
+}
+PEM_MADE=
+if [ -z "$ENDPOINT_PORT" ]; then
+	check "a free port for the activity endpoint's tests" found none
+elif ! command -v openssl >/dev/null 2>&1; then
+	echo "openssl missing: skipping the activity endpoint's TLS tests (the launcher itself does not need it)"
+elif ! openssl genpkey -algorithm ed25519 -out "$WORK/key.pem" 2>"$WORK/openssl.err" ||
+	! openssl req -new -x509 -key "$WORK/key.pem" -subj /CN=vm-activity -days 1 -out "$WORK/cert.pem" 2>>"$WORK/openssl.err"; then
+	check "openssl makes an ed25519 key and certificate" ok "$(cat "$WORK/openssl.err")"
+else
+	cat "$WORK/key.pem" "$WORK/cert.pem" >"$aci/..2024_01_01/activity.pem"
+	ln -s ..data/activity.pem "$aci/activity.pem"
+	PEM_MADE=1
+	# The server as the launcher starts it, with what the handler reads in its environment; on
+	# 127.0.0.1 only, and clients held 1 s at most.
+	VM_PORTS=tcp:22,tcp:2222,udp:8080 VM_PROC_NET_DIR=$act/busy VM_CLOUD_INIT_DIR=$aci
+	export VM_PORTS VM_PROC_NET_DIR VM_CLOUD_INIT_DIR VM_RUN_DIR
+	saved_run_dir=$RUN_DIR saved_cloud_init_dir=$CLOUD_INIT_DIR
+	RUN_DIR=$act/run CLOUD_INIT_DIR=$aci ACTIVITY_ADDRESS=127.0.0.1 ACTIVITY_CLIENT_SECONDS=1
+	VM_RUN_DIR=$act/run
+	touch "$act/run/activity"
+	start_activity_server "$ENDPOINT_PORT" "$HERE/vm-launcher" 2>"$WORK/server.err"
+	check "endpoint: the guest's activity" '200 {"connections":5,"idleSeconds":0}' "$(request_soon s3cret-T0ken)"
+	check "endpoint: wrong token" '401 ' "$(request s3cret-T0kem)"
+	check "endpoint: another path" '404 ' "$(request s3cret-T0ken /)"
+	# Clients that say nothing: not in the handshake, nor after it.
+	started=$(date +%s)
+	timeout 10 socat -u "TCP:127.0.0.1:$ENDPOINT_PORT" STDOUT >/dev/null 2>&1 || :
+	within "endpoint: silent in the handshake, dropped" 0 3 "$(seconds_since "$started")"
+	started=$(date +%s)
+	timeout 10 socat -u "OPENSSL:127.0.0.1:$ENDPOINT_PORT,verify=0" STDOUT >/dev/null 2>&1 || :
+	within "endpoint: silent after the handshake, dropped" 0 3 "$(seconds_since "$started")"
+	# As many as it serves at once say nothing: the next client is served once they are dropped.
+	silent=
+	for _ in 1 2 3 4 5; do
+		timeout 10 socat -u "TCP:127.0.0.1:$ENDPOINT_PORT" STDOUT >/dev/null 2>&1 &
+		silent="$silent $!"
+	done
+	started=$(date +%s)
+	check "endpoint: served past silent clients" '200 {"connections":5,"idleSeconds":0}' "$(request s3cret-T0ken)"
+	within "endpoint: served past silent clients, soon" 0 4 "$(seconds_since "$started")"
+	for pid in $silent; do
+		wait "$pid" 2>/dev/null || :
+	done
+	kill "$ACTIVITY_SERVER_PID"
+	wait "$ACTIVITY_SERVER_PID" 2>/dev/null || :
+	check "endpoint: stopped" none "$(request s3cret-T0ken)"
+	unset VM_PORTS VM_PROC_NET_DIR VM_CLOUD_INIT_DIR
+	RUN_DIR=$saved_run_dir CLOUD_INIT_DIR=$saved_cloud_init_dir
+	VM_RUN_DIR=$RUN_DIR
+fi
 
 # --- The whole run, against a fake QEMU: it records its arguments, then either exits with
 # FAKE_QEMU_EXIT or, as a guest would, exits 0 once QMP has asked FAKE_QEMU_PRESSES times (1 by
@@ -420,9 +704,30 @@ EOF
 chmod +x "$fake/qemu-system-x86_64"
 qemu-img create -q -f qcow2 "$boot/z.qcow2" 16M
 
-# run_launcher [SIGNAL] [VAR=VALUE...]: runs the launcher under TEST_SHELL with the variables
-# given added to its environment and T_STDIN (default /dev/null) as its input, signals it once
-# QEMU is up, and prints its exit status.
+# start_launcher [VAR=VALUE...]: starts the launcher in the background (LAUNCHER_PID) under
+# TEST_SHELL with the variables given added to its environment and T_STDIN (default /dev/null) as
+# its input, its output in $WORK/out.
+start_launcher() {
+	rm -f "$VM_RUN_DIR/qmp.sock" "$WORK/args"
+	# shellcheck disable=SC2086 # "busybox sh" is a command and its argument.
+	env -u VM_LAUNCHER_LIB PATH="$fake:$PATH" FAKE_QEMU_ARGS="$WORK/args" VM_POWERDOWN_REPEAT_SECONDS=1 \
+		VM_BOOT_DIR="$boot" VM_DATA_DIR="$DATA_DIR" VM_CLOUD_INIT_DIR="$ci" VM_RUN_DIR="$VM_RUN_DIR" \
+		VM_CPUS="${T_CPUS:-2}" VM_MEMORY=2G VM_ACCEL=tcg VM_DATA_DISK_SIZE=200Mi VM_PORTS=tcp:2222,udp:5353 \
+		"$@" $TEST_SHELL "$HERE/vm-launcher" <"${T_STDIN:-/dev/null}" >"$WORK/out" 2>&1 &
+	LAUNCHER_PID=$!
+}
+
+# wait_for_qemu: until the fake QEMU is up (its QMP socket), 10 s at most.
+wait_for_qemu() {
+	tries=0
+	while [ ! -S "$VM_RUN_DIR/qmp.sock" ] && [ "$tries" -lt 100 ]; do
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+}
+
+# run_launcher [SIGNAL] [VAR=VALUE...]: runs the launcher (start_launcher), signals it once QEMU
+# is up, and prints its exit status.
 run_launcher() {
 	sig=
 	case ${1:-} in
@@ -431,23 +736,13 @@ run_launcher() {
 		shift
 		;;
 	esac
-	rm -f "$VM_RUN_DIR/qmp.sock" "$WORK/args"
-	# shellcheck disable=SC2086 # "busybox sh" is a command and its argument.
-	env -u VM_LAUNCHER_LIB PATH="$fake:$PATH" FAKE_QEMU_ARGS="$WORK/args" VM_POWERDOWN_REPEAT_SECONDS=1 \
-		VM_BOOT_DIR="$boot" VM_DATA_DIR="$DATA_DIR" VM_CLOUD_INIT_DIR="$ci" VM_RUN_DIR="$VM_RUN_DIR" \
-		VM_CPUS="${T_CPUS:-2}" VM_MEMORY=2G VM_ACCEL=tcg VM_DATA_DISK_SIZE=200Mi VM_PORTS=tcp:2222,udp:5353 \
-		"$@" $TEST_SHELL "$HERE/vm-launcher" <"${T_STDIN:-/dev/null}" >"$WORK/out" 2>&1 &
-	pid=$!
+	start_launcher "$@"
 	if [ -n "$sig" ]; then
-		tries=0
-		while [ ! -S "$VM_RUN_DIR/qmp.sock" ] && [ "$tries" -lt 100 ]; do
-			sleep 0.1
-			tries=$((tries + 1))
-		done
-		kill "-$sig" "$pid"
+		wait_for_qemu
+		kill "-$sig" "$LAUNCHER_PID"
 	fi
 	status=0
-	wait "$pid" || status=$?
+	wait "$LAUNCHER_PID" || status=$?
 	echo "$status"
 }
 
@@ -580,6 +875,122 @@ got=$(run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=bios VM_OVMF_DIR="$ovmf")
 check "bios: exit" 0 "$got"
 lacks_arg "bios: no flash" "if=pflash"
 rm -f "$vars" "$vars.old"
+
+# --- VM_ACTIVITY_PORT in the whole run: checked before QEMU starts; the endpoint and the count of
+# connections start with QEMU and stop with it, and the guest runs on without them.
+# launcher_says NAME TEXT: the launcher's output mentions TEXT.
+launcher_says() {
+	if grep -q -e "$2" "$WORK/out"; then
+		check "$1" ok ok
+	else
+		check "$1" "output with '$2'" "$(cat "$WORK/out")"
+	fi
+}
+rm -f "$VM_RUN_DIR/activity"
+run_launcher FAKE_QEMU_EXIT=0 >/dev/null
+check "VM_ACTIVITY_PORT unset: no activity mark" absent "$([ -e "$VM_RUN_DIR/activity" ] || echo absent)"
+check "VM_ACTIVITY_PORT a forwarded tcp port: refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ACTIVITY_PORT=2222)"
+launcher_says "VM_ACTIVITY_PORT a forwarded tcp port: says so" "VM_ACTIVITY_PORT=2222 is a tcp port of VM_PORTS"
+check "VM_ACTIVITY_PORT a forwarded tcp port: QEMU not started" absent "$([ -e "$WORK/args" ] || echo absent)"
+check "VM_ACTIVITY_PORT out of range: refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ACTIVITY_PORT=70000)"
+check "VM_ACTIVITY_PORT without its token: refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ACTIVITY_PORT=5353)"
+launcher_says "VM_ACTIVITY_PORT without its token: says so" "$ci/activity-token"
+nopem=$WORK/cloud-init-no-pem
+badpem=$WORK/cloud-init-bad-pem
+mkdir -p "$nopem" "$badpem"
+printf 's3cret-T0ken\n' >"$nopem/activity-token"
+printf 's3cret-T0ken\n' >"$badpem/activity-token"
+check "VM_ACTIVITY_PORT without its key: refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ACTIVITY_PORT=5353 VM_CLOUD_INIT_DIR="$nopem")"
+launcher_says "VM_ACTIVITY_PORT without its key: says so" "$nopem/activity.pem"
+printf 'not a PEM\n' >"$nopem/activity.pem"
+check "VM_ACTIVITY_PORT, no PEM: refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ACTIVITY_PORT=5353 VM_CLOUD_INIT_DIR="$nopem")"
+launcher_says "VM_ACTIVITY_PORT, no PEM: says so" "PRIVATE KEY and its CERTIFICATE"
+# A PEM that only looks like one: socat cannot start, which the launcher tells, and the guest
+# runs on until it powers off.
+printf -- '-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n' >"$badpem/activity.pem"
+start_launcher VM_CLOUD_INIT_DIR="$badpem" VM_ACTIVITY_PORT="${ENDPOINT_PORT:-5353}" VM_ACTIVITY_ADDRESS=127.0.0.1 \
+	VM_ACTIVITY_CHECK_SECONDS=0.2
+wait_for_qemu
+tries=0
+while ! grep -q "activity endpoint's server (socat) exited" "$WORK/out" && [ "$tries" -lt 50 ]; do
+	sleep 0.1
+	tries=$((tries + 1))
+done
+kill -TERM "$LAUNCHER_PID"
+status=0
+wait "$LAUNCHER_PID" || status=$?
+check "activity server fails: the guest runs on, powers off, exit 0" 0 "$status"
+launcher_says "activity server fails: says so" "activity endpoint's server (socat) exited"
+
+# The launcher's terminal, when it has one (the chart's stdin and tty): `script` gives it one.
+if command -v script >/dev/null 2>&1; then
+	# shellcheck disable=SC2086 # "busybox sh" is a command and its argument.
+	cat >"$WORK/on-tty" <<EOF
+exec env -u VM_LAUNCHER_LIB PATH="$fake:$PATH" FAKE_QEMU_ARGS="$WORK/args" FAKE_QEMU_EXIT=0 \
+	VM_BOOT_DIR="$boot" VM_DATA_DIR="$DATA_DIR" VM_CLOUD_INIT_DIR="$badpem" VM_RUN_DIR="$VM_RUN_DIR" \
+	VM_MEMORY=2G VM_ACCEL=tcg VM_DATA_DISK_SIZE=200Mi VM_PORTS=tcp:2222 VM_ACTIVITY_PORT=5353 \
+	VM_ACTIVITY_ADDRESS=127.0.0.1 $TEST_SHELL "$HERE/vm-launcher"
+EOF
+	script -qec "sh $WORK/on-tty" /dev/null </dev/null >"$WORK/out" 2>&1 || :
+	if grep -q 'vm-launcher: starting:' "$WORK/out"; then
+		launcher_says "activity: the console's terminal found" 'and input on the console (/dev/pts/[0-9]*)'
+	else
+		echo "script could not give the launcher a terminal: skipping the console's terminal test"
+	fi
+fi
+run_launcher FAKE_QEMU_EXIT=0 VM_CLOUD_INIT_DIR="$badpem" VM_ACTIVITY_PORT=5353 VM_ACTIVITY_ADDRESS=127.0.0.1 >/dev/null
+launcher_says "activity: no terminal, the console does not count" 'and not the console (no terminal)'
+
+# running_with ID prints the processes, but zombies, whose environment has T_RUN_ID=ID.
+running_with() {
+	for environ in $(grep -l -s -a "T_RUN_ID=$1" /proc/[0-9]*/environ || :); do
+		pid=${environ#/proc/}
+		pid=${pid%/environ}
+		stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+		state=${stat##*) }
+		[ "${state%% *}" = Z ] || echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+	done
+}
+# The endpoint, live: its mark fresh at the start, touched while someone is connected (the fake
+# tables changed under it), not when nobody is; everything stopped with QEMU.
+if [ -n "$PEM_MADE" ]; then
+	live=$WORK/live-net
+	mkdir -p "$live"
+	cp "$act/quiet/tcp" "$act/quiet/tcp6" "$live/"
+	touch -d @1000000000 "$VM_RUN_DIR/activity"
+	run_id=vm-launcher-test-$$-${TEST_SHELL%% *}
+	start_launcher VM_CLOUD_INIT_DIR="$aci" VM_PORTS="tcp:2222,udp:$ENDPOINT_PORT" VM_ACTIVITY_PORT="$ENDPOINT_PORT" \
+		VM_ACTIVITY_ADDRESS=127.0.0.1 VM_ACTIVITY_CHECK_SECONDS=0.2 VM_CONSOLE_LOG_CHECK_SECONDS=0.2 \
+		VM_PROC_NET_DIR="$live" T_RUN_ID="$run_id"
+	wait_for_qemu
+	got=$(request_soon s3cret-T0ken)
+	check "live endpoint: nobody yet" '200 {"connections":0,"idleSeconds":S}' "$(printf '%s\n' "$got" | sed 's/:[0-9]*}$/:S}/')"
+	within "live endpoint: idle since the launcher started" 0 10 "$(idle_of "$got")"
+	cp "$act/busy/tcp" "$act/busy/tcp6" "$live/"
+	touch -d "@$(($(date +%s) - 1000))" "$VM_RUN_DIR/activity"
+	sleep 1
+	within "live endpoint: someone connected, the mark touched" 0 2 "$(seconds_since "$(stat -c %Y "$VM_RUN_DIR/activity")")"
+	check "live endpoint: someone connected" '200 {"connections":1,"idleSeconds":0}' "$(request s3cret-T0ken)"
+	cp "$act/quiet/tcp" "$act/quiet/tcp6" "$live/"
+	touch -d "@$(($(date +%s) - 1000))" "$VM_RUN_DIR/activity"
+	sleep 1
+	got=$(request s3cret-T0ken)
+	check "live endpoint: they left" '200 {"connections":0,"idleSeconds":S}' "$(printf '%s\n' "$got" | sed 's/:[0-9]*}$/:S}/')"
+	within "live endpoint: idle since they left" 1000 1005 "$(idle_of "$got")"
+	kill -TERM "$LAUNCHER_PID"
+	status=0
+	wait "$LAUNCHER_PID" || status=$?
+	check "live endpoint: the guest powered off, exit 0" 0 "$status"
+	check "live endpoint: stopped with QEMU" none "$(request s3cret-T0ken)"
+	# Every process the launcher started is gone (they all carry T_RUN_ID), but for zombies of
+	# the last sleeps of its loops, which whoever inherited them has not reaped yet.
+	tries=0
+	while left=$(running_with "$run_id") && [ -n "$left" ] && [ "$tries" -lt 30 ]; do
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	check "live endpoint: no process left behind" "" "$left"
+fi
 
 printf '%s passed, %s failed\n' "$PASS" "$FAIL"
 [ "$FAIL" -eq 0 ]

@@ -39,6 +39,9 @@ const (
 	// it the resource's, and, once the resource is gone, what lets a later resource of the same
 	// kind and name adopt it (Adopter).
 	AnnotationRetainedFor = "infra.cloudspace.dev/retained-for"
+	// AnnotationReleasedAt is when a retained child was released: its resource deleted, the
+	// child kept (RFC 3339). How long a kept child has gone unclaimed counts from it.
+	AnnotationReleasedAt = "infra.cloudspace.dev/released-at"
 	// AnnotationReplace, set by a chart on a child whose changes cannot be applied in place
 	// (a bare Pod: most of its spec is immutable), asks the engine to delete the child when it
 	// changes and to create it afresh once it is gone. Its value is ReplaceOnChange.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -88,6 +89,10 @@ func (r *reconciler) release(ctx context.Context, owner, child *unstructured.Uns
 	delete(labels, LabelManagedBy)
 	child.SetLabels(labels)
 	setAnnotation(child, AnnotationRetainedFor, retainedFor(owner))
+	setAnnotation(child, AnnotationReleasedAt, time.Now().UTC().Format(time.RFC3339))
+	if len(r.cfg.recordKey) > 0 {
+		setAnnotation(child, AnnotationReleaseSeal, releaseSeal(r.cfg.recordKey, child))
+	}
 	if err := r.client.Patch(ctx, child, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("releasing %s: %w", describe(child), err)
 	}

@@ -37,6 +37,7 @@ type config struct {
 	firstStatusDelay time.Duration
 	maxRetryDelay    time.Duration
 	operandEnv       []corev1.EnvVar
+	recordKey        []byte
 }
 
 func defaultConfig() config {

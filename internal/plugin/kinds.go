@@ -66,13 +66,9 @@ func runKinds(ctx context.Context, g *globals, all bool) error {
 	// The disk cache may be hours old, or another cluster's that had the same address: which
 	// kinds are served is the question, so ask the cluster.
 	dc.Invalidate()
-	cfg, err := g.kube.ToRESTConfig()
+	dyn, err := g.dynamicClient()
 	if err != nil {
-		return withCode(ExitFailed, "loading the kubeconfig: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return withCode(ExitFailed, "%w", err)
+		return err
 	}
 	kinds, err := servedKinds(ctx, dc, dyn)
 	if err != nil {

@@ -1,6 +1,7 @@
 // Package plugin is kubectl-cloudspace, the operator's kubectl plugin: which kinds the operator
 // serves and how many of each are ready (kinds), what one resource made and why it is not ready
-// (tree), and the caller's own workspaces through the workspace gRPC API (ws). kinds and tree
+// (tree), the caller's own workspaces through the workspace gRPC API (ws), and the start of a
+// VirtualMachine the operator stopped (vm). kinds and tree
 // use discovery and the dynamic client only, so they work for every kind the operator serves,
 // pure chart kinds included.
 package plugin
@@ -16,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 )
@@ -96,6 +98,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
   kubectl cloudspace ws list|start|stop|open your workspaces, through the workspace API
   kubectl cloudspace ws open NAME           its URL and password; without an Ingress, forwards
                                             a local port to it (http://127.0.0.1:PORT/)
+  kubectl cloudspace vm start NAME          boot a VirtualMachine the operator stopped
 
 Exit codes: 0 done, 1 failed (unreachable, refused), 2 bad usage, 3 not ready (tree),
 4 the operator's CRDs are not installed, 5 not found, 6 refused: the token, not your
@@ -114,7 +117,7 @@ workspace, or a Kubernetes right ws open's port-forward needs.`,
 	root.SetErr(stderr)
 	g.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
-	root.AddCommand(newKindsCommand(g), newTreeCommand(g), newWorkspaceCommand(g))
+	root.AddCommand(newKindsCommand(g), newTreeCommand(g), newWorkspaceCommand(g), newVMCommand(g))
 	return root
 }
 
@@ -145,4 +148,17 @@ func row(w io.Writer, cells ...any) {
 		parts[i] = fmt.Sprint(c)
 	}
 	fmt.Fprintln(w, strings.Join(parts, "\t"))
+}
+
+// dynamicClient is a dynamic client for the kubeconfig's cluster.
+func (g *globals) dynamicClient() (dynamic.Interface, error) {
+	cfg, err := g.kube.ToRESTConfig()
+	if err != nil {
+		return nil, withCode(ExitFailed, "loading the kubeconfig: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, withCode(ExitFailed, "creating a client: %w", err)
+	}
+	return dyn, nil
 }

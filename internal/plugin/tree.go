@@ -57,13 +57,9 @@ func runTree(ctx context.Context, g *globals, kind, name string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := g.kube.ToRESTConfig()
+	dyn, err := g.dynamicClient()
 	if err != nil {
-		return withCode(ExitFailed, "loading the kubeconfig: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return withCode(ExitFailed, "%w", err)
+		return err
 	}
 	ns, _, err := g.kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {

@@ -23,6 +23,8 @@ var transientStatus = map[string][]string{
 	// with spec.ingress.host. When an idle stop comes: only in its warning. Since when it is
 	// untouched, stale, and to be deleted: only while stopped.
 	"Workspace": {"startRequestedAt", "ingressHost", "ingressHostClaimedAt", "idleStopAt", "untouchedSince", "staleSince", "deleteAt"},
+	// Since when the guest runs: only once it does. When an idle stop comes: only in its warning.
+	"VirtualMachine": {"startedAt", "idleStopAt"},
 }
 
 // childKinds are the distinct kinds of children.

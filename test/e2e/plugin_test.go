@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,4 +236,44 @@ func newDemo(ns, name string) *unstructured.Unstructured {
 	u.SetNamespace(ns)
 	u.SetName(name)
 	return u
+}
+
+// TestPluginStartsAVM: vm start raises a VM's spec.startRequests, which starts a VM the operator
+// stopped and changes nothing else of a running one (its launcher is not replaced); a VM that
+// does not exist is exit 5.
+func TestPluginStartsAVM(t *testing.T) {
+	ctx := context.Background()
+	ns := "vm-plugin-e2e"
+	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dev"}}
+	if err := k8sClient.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, time.Minute, "VM dev Running", vmPhase(vm, infrav1alpha1.VMRunning))
+	launcher := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-launcher"}, launcher); err != nil {
+		t.Fatal(err)
+	}
+	out, code := kubectlCloudspace(t, "-n", ns, "vm", "start", "dev")
+	if code != 0 || !strings.Contains(string(out), "start requested (spec.startRequests 1)") {
+		t.Fatalf("vm start: exit %d, %q", code, out)
+	}
+	framework.WaitFor(t, time.Minute, "VM dev's start request observed", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		if vm.Spec.StartRequests != 1 || vm.Status.ObservedGeneration != vm.Generation || vm.Status.Phase != infrav1alpha1.VMRunning {
+			return fmt.Errorf("startRequests %d, observed generation %d of %d, %s", vm.Spec.StartRequests, vm.Status.ObservedGeneration, vm.Generation, vm.Status.Phase)
+		}
+		return nil
+	})
+	after := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-launcher"}, after); err != nil || after.UID != launcher.UID {
+		t.Errorf("the running VM's launcher after vm start: %v (uid %s, was %s); want it untouched", err, after.UID, launcher.UID)
+	}
+	if _, code := kubectlCloudspace(t, "-n", ns, "vm", "start", "nope"); code != 5 {
+		t.Errorf("vm start of a missing VM: exit %d, want 5", code)
+	}
 }

@@ -156,7 +156,11 @@ func suiteKinds() controllers.Config {
 			IdleWarning: controllers.DefaultIdleWarning, Activity: workspace.NewActivity(), ActivityInterval: 500 * time.Millisecond,
 			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
 		},
-		VM: vmConfig,
+		VM: func() controllers.VMConfig {
+			c := vmConfig
+			c.AccessKey, c.Activity, c.ActivityInterval = accessKey, workspace.NewActivity(), 500*time.Millisecond
+			return c
+		}(),
 	}
 }
 

@@ -58,7 +58,8 @@ func TestOperatorSDKInstall(t *testing.T) {
 	t.Run("a crash-looping IDE is Degraded within a minute, then stopped after its failed starts", checkCrashingWorkspace)
 	t.Run("an unused IDE is warned of on Watch, then stopped, and starts with its files; one in use runs on", func(t *testing.T) { checkIdleWorkspaces(t, api) })
 	t.Run("a non-root pod binds port 22 only with the unprivileged-port sysctl", checkPortSysctl)
-	t.Run("a VM boots, answers SSH with its user's key, halts and keeps its disk", checkVirtualMachine)
+	t.Run("a VM boots, answers SSH with its user's key, runs on while a session is open, stops when idle, boots again with its disk, halts", checkVirtualMachine)
+	t.Run("a VM whose launcher keeps failing is stopped after its failed starts, Degraded with the reason", checkCrashingVM)
 	t.Run("scorecard passes, its tests run in pods", checkScorecard)
 	t.Run("run bundle-upgrade writes nothing to what the operator serves", checkUpgrade)
 	t.Run("operator-sdk cleanup leaves no operator pod", func(t *testing.T) {

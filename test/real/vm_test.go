@@ -14,29 +14,38 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // vmBootTimeout bounds a boot of the default disk in software emulation on a busy 2-core node.
 const vmBootTimeout = 10 * time.Minute
 
+// vmIdleTimeout is the real VM's idle timeout: the shortest a spec may ask for. The operator's
+// warning is then half of it, and it reads the launcher's activity every activityReadings.
+const vmIdleTimeout = time.Minute
+
 // checkVirtualMachine boots the default disk (our Debian guest, in software emulation: this
 // machine's KVM is nested and cannot boot guests), logs in over SSH through the VM's Service
-// with the user's key, halts it and boots it again with its data disk intact.
+// with the user's key, and writes a mark on its data disk. With an SSH session open, it runs on
+// past its idle timeout; left alone, it is warned of, then stopped for, being unused. Started
+// again, its data disk holds the mark; halted, it powers off within its grace period.
 func checkVirtualMachine(t *testing.T) {
 	ctx := context.Background()
 	key, pub := sshKey(t)
 	vm := &infrav1alpha1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "real-vm", Namespace: testNS},
 		Spec: infrav1alpha1.VirtualMachineSpec{
-			Memory:    ptr.To(resource.MustParse("1Gi")),
-			Disk:      infrav1alpha1.VMDisk{Size: ptr.To(resource.MustParse("1Gi"))},
-			CloudInit: &infrav1alpha1.VMCloudInit{SSHAuthorizedKeys: []string{pub}},
+			Memory:      ptr.To(resource.MustParse("1Gi")),
+			Disk:        infrav1alpha1.VMDisk{Size: ptr.To(resource.MustParse("1Gi"))},
+			CloudInit:   &infrav1alpha1.VMCloudInit{SSHAuthorizedKeys: []string{pub}},
+			IdleTimeout: &metav1.Duration{Duration: vmIdleTimeout},
 		},
 	}
 	if err := k8sClient.Create(ctx, vm); err != nil {
@@ -54,16 +63,74 @@ func checkVirtualMachine(t *testing.T) {
 		t.Errorf("the launcher restarted %d times: %s", vm.Status.Restarts, vm.Status.Message)
 	}
 
-	claim := haltVM(t, vm)
-	setRunStrategy(t, vm, infrav1alpha1.RunAlways)
+	claim := vmClaim(t, vm)
+	checkVMIdleStop(t, vm, key)
+	patch := client.MergeFrom(vm.DeepCopy())
+	vm.Spec.StartRequests++
+	if err := k8sClient.Patch(ctx, vm, patch); err != nil {
+		t.Fatal(err)
+	}
 	waitVMRunning(t, vm)
 	if got := vmSSH(t, vm, key, "sudo -n head -c 15 /dev/vdb"); got != "cloudspace-mark" {
-		t.Errorf("after Halted and a new boot the data disk starts with %q, want the mark", got)
+		t.Errorf("after an idle stop and a new boot the data disk starts with %q, want the mark", got)
 	}
 	var pvc corev1.PersistentVolumeClaim
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), &pvc); err != nil || pvc.UID != claim.UID {
 		t.Errorf("the data disk's claim after the restart: %v (uid %s, want %s)", err, pvc.UID, claim.UID)
 	}
+	haltVM(t, vm, claim)
+}
+
+// checkVMIdleStop holds an SSH session open on the running VM through its Service, as a user
+// outside the cluster would, past its idle timeout and two readings of its launcher: the VM
+// must run on, unwarned. Then it ends the session: the VM must be warned of its stop
+// (status.idleStopAt), then stopped (Stopped, stoppedReason Idle, the launcher pod gone).
+func checkVMIdleStop(t *testing.T, vm *infrav1alpha1.VirtualMachine, key string) {
+	t.Helper()
+	session := vmSSHCommand(vm, key, portForward(t, vm.Namespace, "svc/"+vm.Name, 22), "sleep 900")
+	if err := session.Start(); err != nil {
+		t.Fatal(err)
+	}
+	held := time.Now()
+	endSession := func() {
+		_ = session.Process.Kill()
+		_ = session.Wait()
+	}
+	t.Cleanup(endSession)
+	for until := held.Add(vmIdleTimeout + 2*activityReadings); time.Now().Before(until); time.Sleep(5 * time.Second) {
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(vm), vm); err != nil {
+			t.Fatal(err)
+		}
+		if vm.Status.Phase != infrav1alpha1.VMRunning || vm.Status.IdleStopAt != nil {
+			t.Fatalf("with an SSH session open for %s (ssh exited: %v): %s, idle stop %v (%s); want Running, unwarned; the launcher says:\n%s",
+				time.Since(held).Round(time.Second), session.ProcessState, vm.Status.Phase, vm.Status.IdleStopAt, vm.Status.Message, launcherActivity(vm))
+		}
+	}
+	t.Logf("with an SSH session open, the VM ran on, unwarned, for %s (idle timeout %s)", time.Since(held).Round(time.Second), vmIdleTimeout)
+	endSession()
+	released := time.Now()
+	var warned string
+	waitFor(t, vmIdleTimeout+3*activityReadings, "VM "+vm.Name+" warned of its idle stop", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		if vm.Status.IdleStopAt == nil {
+			return fmt.Errorf("phase %s, no warning: %s", vm.Status.Phase, vm.Status.Message)
+		}
+		warned = vm.Status.Message
+		return nil
+	})
+	waitFor(t, vmIdleTimeout+3*activityReadings+2*time.Minute, "VM "+vm.Name+" stopped for being idle, its launcher pod gone", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-launcher"}, &corev1.Pod{})
+		if vm.Status.Phase != infrav1alpha1.VMStopped || vm.Status.StoppedReason != infrav1alpha1.StoppedIdle || !apierrors.IsNotFound(err) {
+			return fmt.Errorf("phase %s, stopped %q (%s), pod: %v", vm.Status.Phase, vm.Status.StoppedReason, vm.Status.Message, err)
+		}
+		return nil
+	})
+	t.Logf("left alone: warned (%s), stopped %s after the session ended (%s)", warned, time.Since(released).Round(time.Second), vm.Status.Message)
 }
 
 // checkPortSysctl: the node, like containerd 1.x, lets a non-root pod bind port 22 only with
@@ -176,9 +243,7 @@ func sshBanner(ip string) (string, error) {
 // port-forward to the VM's Service: how a user outside the cluster logs in.
 func vmSSH(t *testing.T, vm *infrav1alpha1.VirtualMachine, key, command string) string {
 	t.Helper()
-	port := portForward(t, vm.Namespace, "svc/"+vm.Name, 22)
-	cmd := exec.Command("ssh", "-i", key, "-p", port, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-		"-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "-o", "LogLevel=ERROR", "debian@127.0.0.1", command)
+	cmd := vmSSHCommand(vm, key, portForward(t, vm.Namespace, "svc/"+vm.Name, 22), command)
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
@@ -190,25 +255,43 @@ func vmSSH(t *testing.T, vm *infrav1alpha1.VirtualMachine, key, command string) 
 	return string(out)
 }
 
-// haltVM sets runStrategy Halted and checks that the guest powers off (the pod ends) within
-// the shutdown grace period, which the kubelet would otherwise end with a kill, and that the
-// data disk's claim is kept. It returns the claim.
-func haltVM(t *testing.T, vm *infrav1alpha1.VirtualMachine) *corev1.PersistentVolumeClaim {
+// launcherActivity is what the VM's launcher answers the operator, asked from inside its
+// container, with its kernel's TCP table: what a failure of the idle checks is read against.
+func launcherActivity(vm *infrav1alpha1.VirtualMachine) string {
+	script := `printf 'GET /activity HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n' "$(cat /cloud-init/activity-token)" | vm-launcher activity; echo; cat /proc/net/tcp`
+	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "bin", "kubectl"), "exec", "-n", vm.Namespace, vm.Name+"-launcher", "-c", "launcher", "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env["KUBECONFIG"])
+	out, err := cmd.CombinedOutput()
+	return fmt.Sprintf("%s(%v)", out, err)
+}
+
+// vmSSHCommand is ssh running command in the guest, through the local port of a port-forward.
+func vmSSHCommand(vm *infrav1alpha1.VirtualMachine, key, port, command string) *exec.Cmd {
+	return exec.Command("ssh", "-i", key, "-p", port, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "-o", "LogLevel=ERROR", "debian@127.0.0.1", command)
+}
+
+// vmClaim is the VM's own data disk claim.
+func vmClaim(t *testing.T, vm *infrav1alpha1.VirtualMachine) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	ctx := context.Background()
 	claims := &corev1.PersistentVolumeClaimList{}
-	if err := k8sClient.List(ctx, claims, client.InNamespace(vm.Namespace)); err != nil {
+	if err := k8sClient.List(context.Background(), claims, client.InNamespace(vm.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	var claim *corev1.PersistentVolumeClaim
 	for i := range claims.Items {
 		if o := metav1.GetControllerOf(&claims.Items[i]); o != nil && o.UID == vm.UID {
-			claim = &claims.Items[i]
+			return &claims.Items[i]
 		}
 	}
-	if claim == nil {
-		t.Fatalf("the VM has no claim of its own among %d", len(claims.Items))
-	}
+	t.Fatalf("the VM has no claim of its own among %d", len(claims.Items))
+	return nil
+}
+
+// haltVM sets runStrategy Halted and checks that the guest powers off (the pod ends) within
+// the shutdown grace period, which the kubelet would otherwise end with a kill, and that the
+// data disk's claim is kept.
+func haltVM(t *testing.T, vm *infrav1alpha1.VirtualMachine, claim *corev1.PersistentVolumeClaim) {
+	t.Helper()
 	setRunStrategy(t, vm, infrav1alpha1.RunHalted)
 	start := time.Now()
 	waitFor(t, 2*time.Minute, "VM "+vm.Name+" Stopped and its launcher pod gone", func(ctx context.Context) error {
@@ -224,7 +307,10 @@ func haltVM(t *testing.T, vm *infrav1alpha1.VirtualMachine) *corev1.PersistentVo
 	if took, grace := time.Since(start), vm.Spec.ShutdownGracePeriod.Duration; took >= grace {
 		t.Errorf("halting took %s, not within the grace period %s: the guest was killed, not powered off", took, grace)
 	}
-	return claim
+	var pvc corev1.PersistentVolumeClaim
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(claim), &pvc); err != nil || pvc.UID != claim.UID {
+		t.Errorf("the data disk's claim after halting: %v (uid %s, want %s)", err, pvc.UID, claim.UID)
+	}
 }
 
 func setRunStrategy(t *testing.T, vm *infrav1alpha1.VirtualMachine, s infrav1alpha1.RunStrategy) {
@@ -234,4 +320,41 @@ func setRunStrategy(t *testing.T, vm *infrav1alpha1.VirtualMachine, s infrav1alp
 	if err := k8sClient.Patch(context.Background(), vm, patch); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// checkCrashingVM: a VM whose launcher cannot start its guest (the node's own CPU model asked
+// for in software emulation: the launcher exits 1 at once, every time) is stopped after the
+// operator's three failed starts, within a few minutes of the kubelet's back-off, its disk
+// kept, Degraded StartFailed with the launcher's last words: never "starting" forever.
+func checkCrashingVM(t *testing.T) {
+	ctx := context.Background()
+	vm := &infrav1alpha1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "crashing-vm", Namespace: testNS},
+		Spec: infrav1alpha1.VirtualMachineSpec{
+			Memory:   ptr.To(resource.MustParse("256Mi")),
+			Disk:     infrav1alpha1.VMDisk{Size: ptr.To(resource.MustParse("1Gi"))},
+			CPUModel: "host",
+		},
+	}
+	if err := k8sClient.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), vm) })
+	waitFor(t, 5*time.Minute, "VM "+vm.Name+" stopped after its failed starts, its launcher pod gone", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-launcher"}, &corev1.Pod{})
+		if vm.Status.Phase != infrav1alpha1.VMStopped || vm.Status.StoppedReason != infrav1alpha1.StoppedStartFailed || !apierrors.IsNotFound(err) {
+			return fmt.Errorf("phase %s, stopped %q, failed starts %d (%s), pod: %v", vm.Status.Phase, vm.Status.StoppedReason, vm.Status.FailedStarts, vm.Status.Message, err)
+		}
+		return nil
+	})
+	degraded := meta.FindStatusCondition(vm.Status.Conditions, infrav1alpha1.ConditionDegraded)
+	if degraded == nil || degraded.Status != metav1.ConditionTrue || degraded.Reason != infrav1alpha1.ReasonStartFailed ||
+		!strings.Contains(degraded.Message, "VM_CPU_MODEL=host needs VM_ACCEL=kvm") {
+		t.Errorf("Degraded %+v; want StartFailed with the launcher's last words", degraded)
+	}
+	vmClaim(t, vm)
+	t.Logf("stopped: %s", vm.Status.Message)
 }

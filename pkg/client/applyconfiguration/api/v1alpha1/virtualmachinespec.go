@@ -25,6 +25,8 @@ type VirtualMachineSpecApplyConfiguration struct {
 	Ports               []VMPortApplyConfiguration     `json:"ports,omitempty"`
 	Backend             *apiv1alpha1.VMBackend         `json:"backend,omitempty"`
 	ShutdownGracePeriod *v1.Duration                   `json:"shutdownGracePeriod,omitempty"`
+	IdleTimeout         *v1.Duration                   `json:"idleTimeout,omitempty"`
+	StartRequests       *int64                         `json:"startRequests,omitempty"`
 }
 
 // VirtualMachineSpecApplyConfiguration constructs a declarative configuration of the VirtualMachineSpec type for use with
@@ -123,5 +125,21 @@ func (b *VirtualMachineSpecApplyConfiguration) WithBackend(value apiv1alpha1.VMB
 // If called multiple times, the ShutdownGracePeriod field is set to the value of the last call.
 func (b *VirtualMachineSpecApplyConfiguration) WithShutdownGracePeriod(value v1.Duration) *VirtualMachineSpecApplyConfiguration {
 	b.ShutdownGracePeriod = &value
+	return b
+}
+
+// WithIdleTimeout sets the IdleTimeout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IdleTimeout field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithIdleTimeout(value v1.Duration) *VirtualMachineSpecApplyConfiguration {
+	b.IdleTimeout = &value
+	return b
+}
+
+// WithStartRequests sets the StartRequests field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartRequests field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithStartRequests(value int64) *VirtualMachineSpecApplyConfiguration {
+	b.StartRequests = &value
 	return b
 }

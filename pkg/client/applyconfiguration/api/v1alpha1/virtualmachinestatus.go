@@ -6,22 +6,27 @@ package v1alpha1
 
 import (
 	apiv1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // VirtualMachineStatusApplyConfiguration represents a declarative configuration of the VirtualMachineStatus type for use
 // with apply.
 type VirtualMachineStatusApplyConfiguration struct {
-	ObservedGeneration *int64                           `json:"observedGeneration,omitempty"`
-	Phase              *apiv1alpha1.VirtualMachinePhase `json:"phase,omitempty"`
-	Status             *string                          `json:"status,omitempty"`
-	Message            *string                          `json:"message,omitempty"`
-	Backend            *apiv1alpha1.VMBackend           `json:"backend,omitempty"`
-	NodeName           *string                          `json:"nodeName,omitempty"`
-	IP                 *string                          `json:"ip,omitempty"`
-	Restarts           *int32                           `json:"restarts,omitempty"`
-	Conditions         []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
-	Inventory          *InventoryApplyConfiguration     `json:"inventory,omitempty"`
+	ObservedGeneration *int64                               `json:"observedGeneration,omitempty"`
+	Phase              *apiv1alpha1.VirtualMachinePhase     `json:"phase,omitempty"`
+	Status             *string                              `json:"status,omitempty"`
+	Message            *string                              `json:"message,omitempty"`
+	Backend            *apiv1alpha1.VMBackend               `json:"backend,omitempty"`
+	NodeName           *string                              `json:"nodeName,omitempty"`
+	IP                 *string                              `json:"ip,omitempty"`
+	Restarts           *int32                               `json:"restarts,omitempty"`
+	FailedStarts       *int32                               `json:"failedStarts,omitempty"`
+	StartedAt          *v1.Time                             `json:"startedAt,omitempty"`
+	StoppedReason      *string                              `json:"stoppedReason,omitempty"`
+	IdleStopAt         *v1.Time                             `json:"idleStopAt,omitempty"`
+	Conditions         []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	Inventory          *InventoryApplyConfiguration         `json:"inventory,omitempty"`
 }
 
 // VirtualMachineStatusApplyConfiguration constructs a declarative configuration of the VirtualMachineStatus type for use with
@@ -94,10 +99,42 @@ func (b *VirtualMachineStatusApplyConfiguration) WithRestarts(value int32) *Virt
 	return b
 }
 
+// WithFailedStarts sets the FailedStarts field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailedStarts field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithFailedStarts(value int32) *VirtualMachineStatusApplyConfiguration {
+	b.FailedStarts = &value
+	return b
+}
+
+// WithStartedAt sets the StartedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartedAt field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithStartedAt(value v1.Time) *VirtualMachineStatusApplyConfiguration {
+	b.StartedAt = &value
+	return b
+}
+
+// WithStoppedReason sets the StoppedReason field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StoppedReason field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithStoppedReason(value string) *VirtualMachineStatusApplyConfiguration {
+	b.StoppedReason = &value
+	return b
+}
+
+// WithIdleStopAt sets the IdleStopAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IdleStopAt field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithIdleStopAt(value v1.Time) *VirtualMachineStatusApplyConfiguration {
+	b.IdleStopAt = &value
+	return b
+}
+
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
-func (b *VirtualMachineStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
+func (b *VirtualMachineStatusApplyConfiguration) WithConditions(values ...*metav1.ConditionApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
 	for i := range values {
 		if values[i] == nil {
 			panic("nil value passed to WithConditions")

@@ -1,0 +1,169 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+)
+
+// vmActivityPort is the launcher's activity port (VM_ACTIVITY_PORT in images/vm-launcher),
+// unless the guest forwards that TCP port itself: then the next one it does not.
+const vmActivityPort = 9922
+
+// activityPort is the port the launcher of a VM with these ports serves its activity on.
+func activityPort(ports []infrav1alpha1.VMPort) int32 {
+	port := int32(vmActivityPort)
+	for slices.ContainsFunc(ports, func(p infrav1alpha1.VMPort) bool {
+		return p.Port == port && strings.EqualFold(orDefault(p.Protocol, "TCP"), "TCP")
+	}) {
+		port++
+	}
+	return port
+}
+
+// idleApplies reports whether the operator stops vm (defaulted) when it is unused: an idle
+// timeout applies to it, it runs on the pod backend (our launcher serves its activity), and
+// the operator keeps an activity record and holds the key its credentials derive from.
+func (c VMConfig) idleApplies(vm *infrav1alpha1.VirtualMachine) bool {
+	backend := orDefault(vm.Status.Backend, vm.Spec.Backend)
+	return c.Activity != nil && len(c.AccessKey) > 0 && backend != infrav1alpha1.BackendKubeVirt &&
+		c.idle(workspace.Use{}).timeoutFor(vm.Spec.IdleTimeout) > 0
+}
+
+// activityValues are the chart's values for the launcher's activity endpoint: its port, and
+// the credentials it serves with (the cloud-init Secret carries them); nil when no idle stop
+// applies, so that a VM without one renders as before.
+func (c VMConfig) activityValues(vm *infrav1alpha1.VirtualMachine) (map[string]any, error) {
+	if !c.idleApplies(vm) {
+		return nil, nil
+	}
+	creds, err := access.VMActivityCredentials(c.AccessKey, vm.UID)
+	if err != nil {
+		return nil, fmt.Errorf("deriving the launcher's activity credentials: %w", err)
+	}
+	return map[string]any{"port": int64(activityPort(vm.Spec.Ports)), "token": creds.Token, "pem": string(creds.PEM),
+		"reader": c.OperatorNamespace}, nil
+}
+
+// vmActivityProbe reads each running VM's activity from its launcher into the activity record:
+// the connections to the guest's forwarded TCP ports (an SSH session) and its console's input,
+// as the launcher sees them without a guest agent. Each read is a TLS connection pinned to the
+// VM's own certificate, with its bearer token: no launcher can answer for another VM, and no
+// one but the operator reads a VM's use. It runs on the leader (see leaderLoop).
+type vmActivityProbe struct {
+	reader client.Reader
+	cfg    VMConfig
+	dialer *net.Dialer
+}
+
+func newVMActivityProbe(reader client.Reader, cfg VMConfig) *vmActivityProbe {
+	return &vmActivityProbe{reader: reader, cfg: cfg, dialer: &net.Dialer{Timeout: 2 * time.Second}}
+}
+
+// probeAll reads the activity of every running VM an idle stop applies to, a few at a time,
+// and forgets the VMs that are gone.
+func (p *vmActivityProbe) probeAll(ctx context.Context) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(vmGVK.GroupVersion().WithKind("VirtualMachineList"))
+	if err := p.reader.List(ctx, list); err != nil {
+		return fmt.Errorf("listing virtual machines: %w", err)
+	}
+	// A cycle ends within its interval: a launcher that stalls costs its own VM a reading (its
+	// use unknown, so it runs on), never the others theirs; the order changes every cycle.
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(p.cfg.ActivityInterval, DefaultActivityInterval))
+	defer cancel()
+	live := map[types.UID]bool{}
+	var reads []func()
+	for i := range list.Items {
+		live[list.Items[i].GetUID()] = true
+		if phase, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "phase"); phase != string(infrav1alpha1.VMRunning) {
+			continue
+		}
+		vm, err := decodeVM(&list.Items[i])
+		if err != nil || vm.Status.IP == "" || !p.cfg.idleApplies(vm) {
+			continue
+		}
+		reads = append(reads, func() { p.probe(ctx, vm) })
+	}
+	rand.Shuffle(len(reads), func(i, j int) { reads[i], reads[j] = reads[j], reads[i] })
+	inParallel(probeParallelism, reads)
+	p.cfg.Activity.Keep(func(uid types.UID) bool { return live[uid] })
+	return nil
+}
+
+// maxIdleSeconds bounds the idle time a launcher may claim (a year): past it, a Duration would
+// overflow, and no timeout is that long.
+const maxIdleSeconds = 365 * 24 * 3600
+
+// launcherActivity is the launcher's answer (`vm-launcher activity`).
+type launcherActivity struct {
+	// Connections are the established connections to the guest's forwarded TCP ports now.
+	Connections int `json:"connections"`
+	// IdleSeconds is how long since the launcher last saw a connection or console input, or
+	// since it started when it saw none; 0 while a connection is open.
+	IdleSeconds int64 `json:"idleSeconds"`
+}
+
+// probe reads one launcher's activity; a launcher that does not answer is left unread, so
+// that its VM's use is unknown and it is not stopped.
+func (p *vmActivityProbe) probe(ctx context.Context, vm *infrav1alpha1.VirtualMachine) {
+	got, err := p.read(ctx, vm)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("a VM's activity could not be read", "virtualMachine", client.ObjectKeyFromObject(vm), "error", err.Error())
+		return
+	}
+	now := time.Now()
+	last := now
+	if got.Connections == 0 {
+		// Seconds are the launcher's own count, so the node's clock does not matter.
+		last = now.Add(-time.Duration(min(max(got.IdleSeconds, 0), maxIdleSeconds)) * time.Second)
+	}
+	p.cfg.Activity.Read(vm.UID, now, last)
+}
+
+func (p *vmActivityProbe) read(ctx context.Context, vm *infrav1alpha1.VirtualMachine) (launcherActivity, error) {
+	creds, err := access.VMActivityCredentials(p.cfg.AccessKey, vm.UID)
+	if err != nil {
+		return launcherActivity{}, fmt.Errorf("deriving the VM's activity credentials: %w", err)
+	}
+	transport := &http.Transport{DisableKeepAlives: true, DialContext: p.dialer.DialContext, TLSClientConfig: creds.ClientTLS()}
+	defer transport.CloseIdleConnections()
+	hc := &http.Client{Transport: transport, Timeout: 5 * time.Second}
+	url := "https://" + net.JoinHostPort(vm.Status.IP, strconv.Itoa(int(activityPort(vm.Spec.Ports)))) + "/activity"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return launcherActivity{}, fmt.Errorf("asking %s: %w", url, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+creds.Token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return launcherActivity{}, fmt.Errorf("reading %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return launcherActivity{}, fmt.Errorf("the launcher answered %s", resp.Status)
+	}
+	var got launcherActivity
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&got); err != nil {
+		return launcherActivity{}, fmt.Errorf("decoding the launcher's answer: %w", err)
+	}
+	return got, nil
+}

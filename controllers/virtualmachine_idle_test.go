@@ -1,0 +1,222 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+)
+
+// TestVMIdleStatus: a running VM is warned of, then stopped for, being unused for its idle
+// timeout; one whose launcher was not read lately, or that is not running, never is.
+func TestVMIdleStatus(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-2 * time.Hour))
+	running := infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMRunning, Status: "Running", StartedAt: &started}
+	warned := running
+	warned.IdleStopAt = &started
+	pol := func(lastUse, readAgo time.Duration) idlePolicy {
+		return idlePolicy{timeout: 30 * time.Minute, warning: 5 * time.Minute,
+			use: workspace.Use{Last: t0.Add(-lastUse), Read: t0.Add(-readAgo)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		st      infrav1alpha1.VirtualMachineStatus
+		pol     idlePolicy
+		phase   infrav1alpha1.VirtualMachinePhase
+		stopped string
+		warned  bool
+		msg     string
+	}{
+		{"an SSH session open (used now)", running, pol(0, time.Second), infrav1alpha1.VMRunning, "", false, ""},
+		{"in the warning", running, pol(27*time.Minute, time.Second), infrav1alpha1.VMRunning, "", true, "its disk kept"},
+		{"unused for the timeout, warned before", warned, pol(31*time.Minute, time.Second), infrav1alpha1.VMStopping, infrav1alpha1.StoppedIdle, false, "stopped after 30m0s unused; the disk is kept"},
+		{"unused for the timeout, never warned: warned first", running, pol(31*time.Minute, time.Second), infrav1alpha1.VMRunning, "", true, "stops at"},
+		{"in the warning, an SSH session opened since the last reading", running, pol(27*time.Minute, 3*time.Minute), infrav1alpha1.VMRunning, "", false, ""},
+		{"use unknown: the launcher not read lately", running, pol(31*time.Minute, 5*time.Minute), infrav1alpha1.VMRunning, "", false, ""},
+		{"still booting", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Status: "Starting"}, pol(31*time.Minute, time.Second), infrav1alpha1.VMStarting, "", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vm := &infrav1alpha1.VirtualMachine{Status: tc.st}
+			st := tc.st
+			st.IdleStopAt = nil
+			st = vmIdleStatus(vm, st, tc.pol, t0)
+			if st.Phase != tc.phase || st.Status != string(tc.phase) || st.StoppedReason != tc.stopped || (st.IdleStopAt != nil) != tc.warned || !strings.Contains(st.Message, tc.msg) {
+				t.Errorf("%s (%s), stopped %q, idleStopAt %v, %q; want %s, %q, warned %v, saying %q", st.Phase, st.Status, st.StoppedReason, st.IdleStopAt, st.Message, tc.phase, tc.stopped, tc.warned, tc.msg)
+			}
+		})
+	}
+}
+
+// TestAVMStoppedByTheOperatorStaysStoppedUntilItsSpecChanges: the stop halts the guest (the
+// chart renders no launcher), the status keeps saying why, and a change to the spec (raising
+// startRequests) runs it again, the reason cleared.
+func TestAVMStoppedByTheOperatorStaysStoppedUntilItsSpecChanges(t *testing.T) {
+	vm := &infrav1alpha1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Generation: 3},
+		Spec:       infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways},
+		Status: infrav1alpha1.VirtualMachineStatus{ObservedGeneration: 3, Backend: infrav1alpha1.BackendPod, Phase: infrav1alpha1.VMStopping,
+			StoppedReason: infrav1alpha1.StoppedIdle, Message: "stopped after 30m0s unused; the disk is kept"},
+	}
+	if got := runStrategy(vm); got != infrav1alpha1.RunHalted {
+		t.Errorf("rendered with run strategy %s, want Halted", got)
+	}
+	for _, tc := range []struct {
+		name string
+		pods []corev1.Pod
+		want infrav1alpha1.VirtualMachinePhase
+	}{
+		{"the launcher powering the guest off", []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, true)}, infrav1alpha1.VMStopping},
+		{"the launcher gone", nil, infrav1alpha1.VMStopped},
+	} {
+		st, failure := vmStatus(vm, true, nil, tc.pods, 0, t0)
+		if st.Phase != tc.want || st.StoppedReason != infrav1alpha1.StoppedIdle || st.Message != vm.Status.Message || failure != (problem{}) {
+			t.Errorf("%s: %s, stopped %q, %q, failure %+v; want %s, Idle, the stop's message, no failure", tc.name, st.Phase, st.StoppedReason, st.Message, failure, tc.want)
+		}
+	}
+	vm.Generation, vm.Spec.StartRequests = 4, 1
+	if got := runStrategy(vm); got != infrav1alpha1.RunAlways {
+		t.Errorf("after a start request: run strategy %s, want Always", got)
+	}
+	if st, _ := vmStatus(vm, true, nil, nil, 0, t0); st.StoppedReason != "" || st.Phase != infrav1alpha1.VMPending {
+		t.Errorf("after a start request: %s, stopped %q; want Pending, no reason", st.Phase, st.StoppedReason)
+	}
+}
+
+// TestVMStartedAtIsKeptWhileRunning: the idle time counts from the guest's start, which a later
+// status keeps rather than moving to the pod's newest readiness.
+func TestVMStartedAtIsKeptWhileRunning(t *testing.T) {
+	pod := vmPod(corev1.PodRunning, "n1", true, false)
+	pod.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-time.Minute))
+	vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
+	st, _ := vmStatus(vm, true, nil, []corev1.Pod{pod}, 0, t0)
+	if st.StartedAt == nil || !st.StartedAt.Equal(ptr.To(metav1.NewTime(t0.Add(-time.Minute)))) {
+		t.Fatalf("startedAt %v, want the pod's readiness %s", st.StartedAt, t0.Add(-time.Minute))
+	}
+	earlier := metav1.NewTime(t0.Add(-time.Hour))
+	vm.Status = infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMRunning, StartedAt: &earlier}
+	if st, _ := vmStatus(vm, true, nil, []corev1.Pod{pod}, 0, t0); !st.StartedAt.Equal(&earlier) {
+		t.Errorf("startedAt %v, want the running VM's %s kept", st.StartedAt, earlier)
+	}
+}
+
+// TestTheActivityEndpointIsRenderedOnlyWhereAnIdleStopApplies: a VM without an idle timeout,
+// on KubeVirt, or under an operator without an activity record renders as before (no launcher
+// replaced on upgrade); the port steps past a TCP port the guest forwards itself.
+func TestTheActivityEndpointIsRenderedOnlyWhereAnIdleStopApplies(t *testing.T) {
+	cfg := goldenVMConfig()
+	idle := &metav1.Duration{Duration: time.Hour}
+	for _, tc := range []struct {
+		name string
+		cfg  func(VMConfig) VMConfig
+		spec infrav1alpha1.VirtualMachineSpec
+		port int64 // 0: none rendered
+	}{
+		{"no idle timeout", nil, infrav1alpha1.VirtualMachineSpec{}, 0},
+		{"its own idle timeout", nil, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, vmActivityPort},
+		{"the operator's idle timeout", func(c VMConfig) VMConfig { c.IdleTimeout = time.Hour; return c }, infrav1alpha1.VirtualMachineSpec{}, vmActivityPort},
+		{"on KubeVirt", nil, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle, Backend: infrav1alpha1.BackendKubeVirt}, 0},
+		{"no activity record", func(c VMConfig) VMConfig { c.Activity = nil; return c }, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, 0},
+		{"the guest forwards 9922 and 9923 over TCP", nil, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle, Ports: []infrav1alpha1.VMPort{
+			{Name: "a", Port: vmActivityPort, Protocol: "TCP"}, {Name: "b", Port: vmActivityPort + 1}, {Name: "c", Port: vmActivityPort + 2, Protocol: "UDP"}}}, vmActivityPort + 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			if tc.cfg != nil {
+				c = tc.cfg(c)
+			}
+			vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: tc.spec}
+			got, err := c.activityValues(vm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.port == 0 && got != nil:
+				t.Errorf("rendered %v, want no activity endpoint", got)
+			case tc.port != 0 && (got == nil || got["port"] != tc.port || got["token"] == "" || !strings.Contains(got["pem"].(string), "BEGIN CERTIFICATE")):
+				t.Errorf("rendered %v, want port %d with a token and a PEM", got, tc.port)
+			}
+		})
+	}
+}
+
+// failingLauncher is a launcher pod not ready, its container restarted restarts times, last
+// ending with exit.
+func failingLauncher(restarts, exit int32) corev1.Pod {
+	p := vmPod(corev1.PodRunning, "n1", false, false)
+	p.Name = "vm-launcher"
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "launcher", Image: "launcher", RestartCount: restarts,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Reason: "Error"}}}}
+	if exit == 0 {
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	}
+	return p
+}
+
+// TestVMFailedStarts: the launcher's failed exits in a start are counted and stop the VM at the
+// operator's limit, its disk kept, Degraded with the last failure; a guest's own power-off
+// (exit 0) is no failure, and a start after Running counts afresh.
+func TestVMFailedStarts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		prev       infrav1alpha1.VirtualMachineStatus
+		pod        corev1.Pod
+		max        int
+		want       int32
+		stopped    bool
+		wantReason string
+	}{
+		{"a first failure", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting}, failingLauncher(1, 1), 3, 1, false, infrav1alpha1.ReasonCrashLoop},
+		{"the third failure stops it", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 2, FailedStarts: 2}, failingLauncher(3, 1), 3, 3, true, infrav1alpha1.ReasonStartFailed},
+		{"no limit", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 2, FailedStarts: 2}, failingLauncher(3, 1), 0, 3, false, infrav1alpha1.ReasonCrashLoop},
+		{"the guest powered off while booting", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 2, FailedStarts: 2}, failingLauncher(3, 0), 3, 2, false, ""},
+		{"crashed after running: a new start", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMRunning, Restarts: 4, FailedStarts: 0}, failingLauncher(5, 1), 3, 1, false, infrav1alpha1.ReasonCrashLoop},
+		{"a new pod counts from zero", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 5, FailedStarts: 2}, failingLauncher(1, 1), 3, 3, true, infrav1alpha1.ReasonStartFailed},
+		{"restarted after its failure, booting again", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 2, FailedStarts: 2}, booting(failingLauncher(3, 1)), 3, 3, true, infrav1alpha1.ReasonStartFailed},
+		{"an init container that failed once, then completed", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 1, FailedStarts: 1}, initFailedOnce(failingLauncher(1, 0)), 3, 1, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways},
+				Status: tc.prev}
+			vm.Status.Backend = infrav1alpha1.BackendPod
+			st, failure := vmStatus(vm, true, nil, []corev1.Pod{tc.pod}, tc.max, t0)
+			if st.FailedStarts != tc.want || (st.StoppedReason == infrav1alpha1.StoppedStartFailed) != tc.stopped || failure.reason != tc.wantReason {
+				t.Errorf("failedStarts %d, stopped %q, failure %+v; want %d, stopped %v, reason %q", st.FailedStarts, st.StoppedReason, failure, tc.want, tc.stopped, tc.wantReason)
+			}
+			if tc.stopped && (st.Phase != infrav1alpha1.VMStopping || !strings.Contains(st.Message, "stopped after 3 failed starts; the disk is kept: ") || !strings.Contains(st.Message, "exit")) {
+				t.Errorf("stopped: %s, %q; want Stopping, saying why and the last failure", st.Phase, st.Message)
+			}
+		})
+	}
+}
+
+// booting is p with its launcher running again after its last exit.
+func booting(p corev1.Pod) corev1.Pod {
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	p.Status.ContainerStatuses[0].LastTerminationState.Terminated.Message = "vm-launcher: error: VM_CPU_MODEL=host needs VM_ACCEL=kvm"
+	return p
+}
+
+// initFailedOnce is p with an init container that failed once, then completed.
+func initFailedOnce(p corev1.Pod) corev1.Pod {
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "boot-disk", RestartCount: 1,
+		State:                corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}
+	return p
+}
+
+// TestAChangedSpecStartsCountingAfresh: a fix to a failing VM's spec is a new start.
+func TestAChangedSpecStartsCountingAfresh(t *testing.T) {
+	vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways},
+		Status: infrav1alpha1.VirtualMachineStatus{ObservedGeneration: 1, Backend: infrav1alpha1.BackendPod, Phase: infrav1alpha1.VMFailed, Restarts: 2, FailedStarts: 2}}
+	st, _ := vmStatus(vm, true, nil, []corev1.Pod{failingLauncher(3, 1)}, 3, t0)
+	if st.FailedStarts != 1 || st.StoppedReason != "" {
+		t.Errorf("failedStarts %d, stopped %q; want 1, not stopped", st.FailedStarts, st.StoppedReason)
+	}
+}
