@@ -10,6 +10,8 @@ SHELL := /usr/bin/env bash -o pipefail
 
 BIN := $(CURDIR)/bin
 TOOLS := $(CURDIR)/hack/tools.sh
+# PACKAGES installs the Debian packages a target needs when they are missing (as root), or names them.
+PACKAGES := $(CURDIR)/hack/packages.sh
 DEV_CLUSTER_DIR ?= $(CURDIR)/.dev-cluster
 export DEV_CLUSTER_DIR
 
@@ -50,7 +52,8 @@ manifests: ## Generate CRDs and RBAC from the kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: proto
-proto: ## Regenerate the gRPC code in pkg/ from proto/ (needs protoc: apt-get install protobuf-compiler).
+proto: ## Regenerate the gRPC code in pkg/ from proto/ (protoc from Debian's protobuf-compiler).
+	$(PACKAGES) proto
 	hack/proto.sh
 
 .PHONY: fmt
@@ -60,6 +63,10 @@ fmt: ## Run gofmt on the code.
 .PHONY: vet
 vet: ## Run go vet.
 	go vet ./...
+
+.PHONY: verify
+verify: ## go vet, gofmt, and generated code, CRDs, RBAC and the bundle as their generators make them (bundle validated without a warning).
+	hack/verify.sh
 
 .PHONY: lint-charts
 lint-charts: ## Run helm lint on every chart, with each of its ci/*-values.yaml files.
@@ -75,14 +82,15 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-abuse test-real ## Run chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos, abuse and real-node tests.
+test: verify lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-abuse test-real ## Run the checks (vet, gofmt, generated files), chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos, abuse and real-node tests.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
 	go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
 .PHONY: test-launcher
-test-launcher: ## Test the VirtualMachine launcher script under every shell found (whole runs need qemu-img, genisoimage, socat).
+test-launcher: ## Test the VirtualMachine launcher script under every shell, and whole runs with qemu-img, genisoimage and socat.
+	$(PACKAGES) launcher
 	sh images/vm-launcher/test.sh
 
 .PHONY: test-scorecard
@@ -197,11 +205,13 @@ dev-cluster-down: ## Stop and remove the embedded cluster.
 
 .PHONY: images
 images: ## Build every image the product ships without Docker (same digests every run); pushed to the real cluster's registry, by digest, when it runs.
+	$(PACKAGES) images
 	$(TOOLS) opm grpc_health_probe cpb scorecard-test
 	go run ./hack/images $(IMAGES_ARGS)
 
 .PHONY: real-cluster
 real-cluster: ## Start a control plane and one real node (containerd, kubelet, kube-proxy), a registry, CoreDNS, a volume provisioner and OLM on this machine, in private namespaces (as root); idempotent.
+	$(PACKAGES) node
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kubectl olm catalog opm scorecard-test operator-sdk real
 	go build -o $(BIN)/realcluster ./hack/realcluster
 	$(BIN)/realcluster up
@@ -223,6 +233,7 @@ real-uninstall: ## Remove the operator from the real cluster: operator-sdk clean
 
 .PHONY: test-real
 test-real: ## Install and use the operator on a real node (operator-sdk run bundle, OperatorHub's catalog, scorecard, a GenericDaemon's pods); starts the real cluster when none runs and then removes it.
+	$(PACKAGES) node images browser
 	hack/test-real.sh
 
 ##@ Deployment
