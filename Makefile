@@ -24,8 +24,13 @@ KUSTOMIZE := $(BIN)/kustomize
 CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
 
-# Packages of pure unit tests: everything but the envtest (with the examples), end-to-end, OLM and real-node suites.
-UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e -e /test/olm -e /test/real -e /examples/)
+# The suites and the infrastructure they and hack/ use (images, bundles, the real cluster) are the
+# test module, test/go.mod: the operator's go.mod holds only what it ships with.
+TEST_MOD := $(CURDIR)/test
+# Packages of pure unit tests: the operator's module but the examples (envtest), and the test
+# module's infrastructure and framework.
+UNIT_PKGS = $$(go list ./... | grep -v -e /examples/)
+TEST_UNIT_PKGS = ./infra/... ./cmd/... ./framework/...
 GO_TEST_FLAGS ?= -count=1
 
 ##@ General
@@ -61,8 +66,9 @@ fmt: ## Run gofmt on the code.
 	gofmt -l -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet on both modules.
 	go vet ./...
+	cd $(TEST_MOD) && go vet ./...
 
 .PHONY: verify
 verify: ## go vet, gofmt, and generated code, CRDs, RBAC and the bundle as their generators make them (bundle validated without a warning).
@@ -87,6 +93,7 @@ test: verify lint-charts test-unit test-fuzz test-launcher test-scorecard test-i
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
 	go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	cd $(TEST_MOD) && go test $(GO_TEST_FLAGS) $(TEST_UNIT_PKGS)
 
 .PHONY: test-launcher
 test-launcher: ## Test the VirtualMachine launcher script under every shell, and whole runs with qemu-img, genisoimage and socat.
@@ -100,17 +107,18 @@ test-scorecard: ## Run scorecard's six stock tests on bundle/ with the scorecard
 .PHONY: test-integration
 test-integration: ## Run the integration tests and the examples' tests against a real kube-apiserver and etcd (envtest).
 	$(TOOLS) etcd kube-apiserver
-	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 15m ./test/integration/... ./examples/...
+	cd $(TEST_MOD) && KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 15m ./integration/...
+	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 5m ./examples/...
 
 .PHONY: test-e2e
 test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager E2E_SCORECARD_TESTS=$(BIN)/scorecard-tests E2E_PLUGIN=$(BIN)/kubectl-cloudspace go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
+	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager E2E_SCORECARD_TESTS=$(BIN)/scorecard-tests E2E_PLUGIN=$(BIN)/kubectl-cloudspace go -C $(TEST_MOD) test $(GO_TEST_FLAGS) -timeout 20m ./e2e/...
 
 .PHONY: test-olm
 test-olm: build ## Install the bundle through OLM (catalog, Subscription, upgrade) on a private embedded cluster, in a private network namespace (as root).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl olm catalog opm
-	go test -c -o $(BIN)/olm.test ./test/olm
+	go -C $(TEST_MOD) test -c -o $(BIN)/olm.test ./olm
 	OLM_CRDS=$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)/deploy/chart/crds \
 		E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager NETNS=1 \
 		hack/netns.sh $(BIN)/olm.test -test.count=1 -test.timeout=15m $(if $(V),-test.v)
@@ -123,19 +131,19 @@ BENCH_SCALE ?= 1000,5000,10000
 .PHONY: bench
 bench: build ## Benchmark on a private embedded cluster (BENCH_N GenericDaemons; figures and JSON in bin/bench.json).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go run ./test/bench -n $(BENCH_N) -scale=$(BENCH_SCALE) -json $(BIN)/bench.json $(BENCH_ARGS)
+	go -C $(TEST_MOD) run ./bench -n $(BENCH_N) -scale=$(BENCH_SCALE) -json $(BIN)/bench.json $(BENCH_ARGS)
 
 CHAOS_ARGS ?=
 
 .PHONY: chaos
 chaos: build ## Kill the operator and the control plane while it works, on a private embedded cluster (bounded; prints what it found; CHAOS_ARGS passes flags).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go run ./test/chaos -json $(BIN)/chaos.json $(CHAOS_ARGS)
+	go -C $(TEST_MOD) run ./chaos -json $(BIN)/chaos.json $(CHAOS_ARGS)
 
 .PHONY: test-chaos
 test-chaos: build ## The short form of make chaos: fewer resources, 3 kills, one outage, the leader killed.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go run ./test/chaos -demos 40 -daemons 10 -workspaces 3 -kills 3 -outage 3s -quiet 6s -slack 2s -timeout 5m
+	go -C $(TEST_MOD) run ./chaos -demos 40 -daemons 10 -workspaces 3 -kills 3 -outage 3s -quiet 6s -slack 2s -timeout 5m
 
 FUZZTIME ?= 30s
 
@@ -150,7 +158,7 @@ test-fuzz: ## The short form of make fuzz: every fuzz target for 5s.
 .PHONY: abuse
 abuse: build ## Attack the operator as hostile tenants would on a private embedded cluster (bounded; a table: attack, peak RSS, answer; fails if one gets through).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go run ./test/abuse $(ABUSE_ARGS)
+	go -C $(TEST_MOD) run ./abuse $(ABUSE_ARGS)
 
 .PHONY: test-abuse
 test-abuse: abuse ## make abuse with its default attacks, as part of make test.
@@ -181,7 +189,8 @@ ifeq ($(DEV_CLUSTER),1)
 	$(MAKE) dev-cluster
 	@echo "run: operator against the embedded cluster; KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig"
 	KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig $(MAKE) install
-	KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig go run ./hack/devwebhook -dir $(DEV_CLUSTER_DIR)/webhook -addr $(DEV_WEBHOOK_ADDR)
+	go -C $(TEST_MOD) build -o $(BIN)/devwebhook ./cmd/devwebhook
+	KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig $(BIN)/devwebhook -dir $(DEV_CLUSTER_DIR)/webhook -addr $(DEV_WEBHOOK_ADDR)
 	KUBECONFIG=$(DEV_CLUSTER_DIR)/kubeconfig exec $(BIN)/manager \
 		--health-probe-bind-address=127.0.0.1:8081 --leader-elect=false \
 		--webhook-bind-address=$(DEV_WEBHOOK_ADDR) --webhook-cert-dir=$(DEV_CLUSTER_DIR)/webhook $(RUN_ARGS)
@@ -207,18 +216,19 @@ dev-cluster-down: ## Stop and remove the embedded cluster.
 images: ## Build every image the product ships without Docker (same digests every run); pushed to the real cluster's registry, by digest, when it runs.
 	$(PACKAGES) images
 	$(TOOLS) opm grpc_health_probe cpb scorecard-test
-	go run ./hack/images $(IMAGES_ARGS)
+	go -C $(TEST_MOD) build -o $(BIN)/images ./cmd/images
+	$(BIN)/images $(IMAGES_ARGS)
 
 .PHONY: real-cluster
 real-cluster: ## Start a control plane and one real node (containerd, kubelet, kube-proxy), a registry, CoreDNS, a volume provisioner and OLM on this machine, in private namespaces (as root); idempotent.
 	$(PACKAGES) node
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kubectl olm catalog opm scorecard-test operator-sdk real
-	go build -o $(BIN)/realcluster ./hack/realcluster
+	go -C $(TEST_MOD) build -o $(BIN)/realcluster ./cmd/realcluster
 	$(BIN)/realcluster up
 
 .PHONY: real-cluster-down
 real-cluster-down: ## Stop the real cluster and remove every process, cgroup, mount and file it made.
-	go build -o $(BIN)/realcluster ./hack/realcluster
+	go -C $(TEST_MOD) build -o $(BIN)/realcluster ./cmd/realcluster
 	$(BIN)/realcluster down
 
 .PHONY: real-install

@@ -62,16 +62,19 @@ coordinator_race() {
 }
 ran=0
 for pkg in "${pkgs[@]}"; do
-  mapfile -t targets < <(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
+  # A package under test/ belongs to the test module: go runs there.
+  mod=.
+  if [[ $pkg == ./test/* ]]; then mod=test pkg=./${pkg#./test/}; fi
+  mapfile -t targets < <(go -C "$mod" test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
   for t in "${targets[@]}"; do
     printf 'fuzz: %-60s ' "$pkg $t"
-    if timeout --signal=INT --kill-after=30s "$limit" go test "$pkg" -run "^$t\$" -fuzz "^$t\$" \
+    if timeout --signal=INT --kill-after=30s "$limit" go -C "$mod" test "$pkg" -run "^$t\$" -fuzz "^$t\$" \
       -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" -parallel=1 >"$log" 2>&1; then
       # The last progress line ("fuzz: elapsed: 30s, execs: 123 (4/sec), new interesting: 5
       # (total: 9)"), which go test prints every 3 seconds.
       progress=$(grep -o 'execs: [0-9]*.*' "$log" | tail -1 | sed 's/ ([0-9]*\/sec)//' || true)
       printf 'ok%s\n' "${progress:+ ($progress)}"
-    elif coordinator_race && go test "$pkg" -run "^$t\$" >"$log" 2>&1; then
+    elif coordinator_race && go -C "$mod" test "$pkg" -run "^$t\$" >"$log" 2>&1; then
       echo "ok (Go's fuzz coordinator missed its own deadline, golang/go#75804: no input failed; the corpus replayed clean)"
     else
       echo FAIL

@@ -10,7 +10,7 @@ cd "$root"
 start=$SECONDS
 step() { echo "test-real: $* ($((SECONDS - start))s)"; }
 
-go build -o bin/realcluster ./hack/realcluster
+go -C test build -o "$root/bin/realcluster" ./cmd/realcluster
 dir=${REAL_CLUSTER_DIR:-$root/.real-cluster}
 started=
 if [ ! -f "$dir/env" ]; then
@@ -49,5 +49,5 @@ fi
 make -s images
 step "images built and pushed"
 make -s build >/dev/null
-go test -count=1 -timeout 30m ${V:+-v} ./test/real/
+go -C test test -count=1 -timeout 30m ${V:+-v} ./real/
 step "suite passed"

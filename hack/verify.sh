@@ -11,7 +11,21 @@ start=$SECONDS
 step() { echo "verify: $* ($((SECONDS - start))s)"; }
 
 go vet ./...
-step "go vet"
+go -C test vet ./...
+step "go vet (both modules)"
+
+# The test module builds the operator's packages with whatever versions its own go.mod asks for:
+# every module both build with must be at the version the operator ships with, or the suites
+# test another build than users run.
+deps() { go -C "$1" list -deps -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "${@:2}" | sort -u; }
+skew=$(join <(deps . . ./cmd/...) <(deps test ./...) | awk '$2 != $3 && $1 !~ /cloudspace-operator$/')
+if [ -n "$skew" ]; then
+  echo "verify: the test module builds with other versions than the operator ships with (module, operator's, test's):" >&2
+  echo "$skew" >&2
+  echo "verify: align test/go.mod with go.mod" >&2
+  exit 1
+fi
+step "the test module builds with the operator's own module versions"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
   echo "verify: gofmt would change these files (make fmt):" >&2

@@ -1,5 +1,5 @@
 // Command bundlecrds puts back into bundle/manifests the CRD specs operator-sdk drops fields of
-// (internal/bundle.KeepCRDSpecs): make bundle pipes `kustomize build config/crd` into it.
+// (internal/KeepCRDSpecs): make bundle pipes `kustomize build config/crd` into it.
 package main
 
 import (
@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
 )
 
 func main() {
@@ -16,7 +14,7 @@ func main() {
 	flag.Parse()
 	built, err := io.ReadAll(os.Stdin)
 	if err == nil {
-		err = bundle.KeepCRDSpecs(*manifests, built)
+		err = KeepCRDSpecs(*manifests, built)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bundlecrds:", err)

@@ -1,6 +1,6 @@
 // Command csvdesc writes the owned-CRD entries of the ClusterServiceVersion base (config/manifests)
 // from the CRDs and the API's Go types: each kind's description and a descriptor for every
-// field (internal/csvdesc). The display names and resources the base gives by hand are kept.
+// field (csvdesc.go). The display names and resources the base gives by hand are kept.
 // make bundle runs it before operator-sdk, which keeps the entries it finds in the base.
 package main
 
@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/csvdesc"
 )
 
 func main() {
@@ -53,7 +52,7 @@ func run(crdDir, basePath string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		owned = csvdesc.Merge(owned, d)
+		owned = Merge(owned, d)
 	}
 	csv.Spec.CustomResourceDefinitions.Owned = owned
 	out, err := yaml.Marshal(csv)
@@ -73,7 +72,7 @@ func describe(scheme *runtime.Scheme, crd *apiextv1.CustomResourceDefinition) (o
 		if err != nil {
 			return operatorsv1alpha1.CRDDescription{}, err
 		}
-		return csvdesc.Describe(crd, obj)
+		return Describe(crd, obj)
 	}
 	return operatorsv1alpha1.CRDDescription{}, fmt.Errorf("CRD %s has no storage version", crd.Name)
 }

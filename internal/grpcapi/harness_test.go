@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"testing"
 	"time"
@@ -16,12 +15,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
-	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // testAPI is the whole server, started as the manager starts it, on 127.0.0.1, over a fake
@@ -154,13 +153,13 @@ func (h *rawH2) until(d time.Duration, match func(http2.Frame) bool) (http2.Fram
 	}
 }
 
-// eventually is framework.WaitFor for a condition that holds or not.
+// eventually waits until cond holds, checking every 100ms, and fails t after d. (The suites'
+// framework.WaitFor lives in the test module, which this package's tests cannot import.)
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	framework.WaitFor(t, d, what, func(context.Context) error {
-		if !cond() {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, d, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("%s: not within %s", what, d)
+	}
 }

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/devwebhook"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/devwebhook"
 )
 
 var (

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/devwebhook"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/devwebhook"
 )
 
 func vmPhase(vm *infrav1alpha1.VirtualMachine, want infrav1alpha1.VirtualMachinePhase) func(context.Context) error {

@@ -3,7 +3,7 @@ package framework
 import (
 	"time"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/devwebhook"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/devwebhook"
 )
 
 // TLSFiles are a test CA and a server certificate it signed for 127.0.0.1 and localhost.

@@ -13,8 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
 )
 
 const (
@@ -26,7 +26,7 @@ const (
 func csvName(version string) string { return bundle.CSVName(version) }
 
 // bundleVersion writes the repository's bundle as another version of the operator, replacing
-// the version before it in the channel (internal/bundle, as make images builds 0.2.0).
+// the version before it in the channel (test/infra/bundle, as make images builds 0.2.0).
 func bundleVersion(t *testing.T, version, replaces string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "bundle-"+version)

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/realcluster"
 )
 
 // checkGenericDaemon runs the test daemon image on the node's "logs" label: its pod really

@@ -19,10 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/devwebhook"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/devwebhook"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
 )
 
 const (

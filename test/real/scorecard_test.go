@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
 )
 
 // scorecardNS is where scorecard runs its test pods and creates the alm-examples.

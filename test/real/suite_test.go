@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/realcluster"
 )
 
 var (

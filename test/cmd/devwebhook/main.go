@@ -13,7 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/devwebhook"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/devwebhook"
 )
 
 func main() {

@@ -2,7 +2,9 @@
 // the real cluster runs (make real-cluster), pushes them to its registry: the bundle then names
 // every image by digest. It prints each image's digest and size and records them in a JSON file.
 //
-//	go run ./hack/images [-set product|infra|all] [-registry HOST:PORT|none] [-json FILE] [NAME...]
+//	make images IMAGES_ARGS="[-set product|infra|all] [-registry HOST:PORT|none] [-json FILE] [NAME...]"
+//
+// It runs from the repository's top directory (make builds it into bin/images).
 package main
 
 import (
@@ -15,9 +17,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/realcluster"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package csvdesc
+package main
 
 import (
 	"os"

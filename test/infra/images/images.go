@@ -14,7 +14,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
 )
 
 // Set is a group of recipes built together.

@@ -3,20 +3,15 @@ package images
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
 )
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
 
 // TestImagesAgreeWithTheirDockerfiles checks each product image's configuration against the
 // Dockerfile Docker users build it from: what the final stage states (entrypoint, command,
@@ -24,7 +19,7 @@ func repoRoot() string {
 // stage FROM scratch states everything; on a base image, what it does not state is the base's
 // (but its labels: every label the image has must be stated).
 func TestImagesAgreeWithTheirDockerfiles(t *testing.T) {
-	root := repoRoot()
+	root := framework.RepoRoot()
 	checked := 0
 	for _, r := range All("0.1.0") {
 		if r.Set != Product {

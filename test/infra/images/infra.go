@@ -12,7 +12,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
 )
 
 // busyboxApplets are the commands the stand-in images offer through busybox: what OLM's util

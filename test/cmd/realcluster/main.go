@@ -1,5 +1,5 @@
 // Command realcluster runs the real cluster (make real-cluster, make real-cluster-down): a
-// control plane and one real node on this machine, in private namespaces (internal/realcluster).
+// control plane and one real node on this machine, in private namespaces (test/infra/realcluster).
 //
 //	realcluster up         start it (idempotent) with its registry's infra images and OLM
 //	realcluster down       stop it and remove everything it made
@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/images"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/realcluster"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/realcluster"
 )
 
 func main() {

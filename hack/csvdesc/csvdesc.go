@@ -1,10 +1,11 @@
-// Package csvdesc describes the operator's kinds to OLM: the owned-CRD entries of the
+// What csvdesc writes describes the operator's kinds to OLM: the owned-CRD entries of the
 // ClusterServiceVersion, with a spec or status descriptor for every field, which OperatorHub and
 // the console turn into forms and detail pages. operator-sdk reads descriptors from Go markers
 // only in Go projects, never in a hybrid one like this; here they come from the Go types (which
 // fields there are and which widget fits each) and the CRD (what each field means: the types'
 // doc comments), so that nothing is written twice.
-package csvdesc
+
+package main
 
 import (
 	"fmt"

@@ -9,8 +9,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
 )
 
 // UpgradeVersion is the operator version the bundle is also built as, replacing the
@@ -119,13 +119,13 @@ func scorecardTests(tag string) Recipe {
 }
 
 // testDaemon is a small daemon a GenericDaemon can run in tests: it logs a line every few
-// seconds (test/images/daemon).
+// seconds (images/test-daemon).
 func testDaemon(tag string) Recipe {
 	return Recipe{
-		Repo: TestDaemonRepo, Tag: tag, Set: Product, Dockerfile: "test/images/daemon/Dockerfile",
+		Repo: TestDaemonRepo, Tag: tag, Set: Product, Dockerfile: "images/test-daemon/Dockerfile",
 		Config: oci.Config{Entrypoint: []string{"/test-daemon"}, User: operatorUser},
 		Layers: func(b *Builder) ([]v1.Layer, error) {
-			bin, err := b.goBinary("./test/images/daemon", "test-daemon")
+			bin, err := b.goBinary("./images/test-daemon", "test-daemon")
 			if err != nil {
 				return nil, err
 			}

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
 )
 
 // Built is one image built (and pushed), as make images prints and records it.

@@ -1,4 +1,4 @@
-package bundle
+package main
 
 import (
 	"bytes"
@@ -77,5 +77,9 @@ func keepSpec(path string, specs map[string]any) (bool, error) {
 		return false, nil
 	}
 	doc["spec"] = spec
-	return true, writeYAML(path, doc)
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return false, err
+	}
+	return true, os.WriteFile(path, out, 0o644)
 }

@@ -11,8 +11,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cloudspace-dev/cloudspace-operator/internal/bundle"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/oci"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
 )
 
 // bundleImage is the OLM bundle of version (bundle.Dockerfile), replacing the version named in the
