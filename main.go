@@ -39,11 +39,11 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/app"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // options are the operator's command-line settings: the manager's own, and those of the
@@ -324,8 +324,8 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 		o.kinds.Workspace.AccessKey, o.kinds.VM.AccessKey = key, key
-		o.kinds.Workspace.Activity, o.kinds.Workspace.OperatorNamespace = workspace.NewActivity(), os.Getenv("POD_NAMESPACE")
-		o.kinds.VM.Activity, o.kinds.VM.OperatorNamespace = workspace.NewActivity(), os.Getenv("POD_NAMESPACE")
+		o.kinds.Workspace.Activity, o.kinds.Workspace.OperatorNamespace = activity.New(), os.Getenv("POD_NAMESPACE")
+		o.kinds.VM.Activity, o.kinds.VM.OperatorNamespace = activity.New(), os.Getenv("POD_NAMESPACE")
 	}
 	scope := app.Scope{Namespaces: o.watchNamespaces, Webhooks: mopts.WebhookServer != nil}
 	// OLM passes the cluster's proxy to the operator; the operands reach out through it too.

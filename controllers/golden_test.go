@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ (make golden)")
@@ -36,14 +36,14 @@ func goldenCaps() *chartutil.Capabilities {
 var goldenWorkspaceConfig = WorkspaceConfig{
 	AccessKey:          []byte("golden-files-only-access-key-0123456789"),
 	IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "letsencrypt"},
-	Activity:           workspace.NewActivity(), OperatorNamespace: "cloudspace-operator-system",
+	Activity:           activity.New(), OperatorNamespace: "cloudspace-operator-system",
 }
 
 // goldenVMConfig is the defaults with the golden key and an activity record: a VM asking for
 // an idle timeout renders its launcher's activity endpoint.
 func goldenVMConfig() VMConfig {
 	cfg := DefaultVMConfig()
-	cfg.AccessKey, cfg.Activity, cfg.OperatorNamespace = goldenWorkspaceConfig.AccessKey, workspace.NewActivity(), goldenWorkspaceConfig.OperatorNamespace
+	cfg.AccessKey, cfg.Activity, cfg.OperatorNamespace = goldenWorkspaceConfig.AccessKey, activity.New(), goldenWorkspaceConfig.OperatorNamespace
 	return cfg
 }
 

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/quantity"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // VMConfig is what the operator's flags set for every VirtualMachine: images, /dev/kvm and the
@@ -62,7 +62,7 @@ type VMConfig struct {
 	AccessKey []byte
 	// Activity is the record of each VM's use that the idle policy reads, written by the
 	// operator's probe of the launchers; nil (or no AccessKey): no VM is stopped for being idle.
-	Activity *workspace.Activity
+	Activity *activity.Record
 	// OperatorNamespace is where the operator runs (POD_NAMESPACE): its manager pod, which reads
 	// the launchers' activity, is the only one their NetworkPolicy admits to the activity port.
 	// Empty: none is.
@@ -70,7 +70,7 @@ type VMConfig struct {
 }
 
 // idle is the idle policy for the VM whose use is known as use.
-func (c VMConfig) idle(use workspace.Use) idlePolicy {
+func (c VMConfig) idle(use activity.Use) idlePolicy {
 	return idlePolicy{timeout: c.IdleTimeout, warning: c.IdleWarning, interval: c.ActivityInterval, use: use}
 }
 

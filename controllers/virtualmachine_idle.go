@@ -21,7 +21,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 )
 
 // vmActivityPort is the launcher's activity port (VM_ACTIVITY_PORT in images/vm-launcher),
@@ -45,7 +45,7 @@ func activityPort(ports []infrav1alpha1.VMPort) int32 {
 func (c VMConfig) idleApplies(vm *infrav1alpha1.VirtualMachine) bool {
 	backend := orDefault(vm.Status.Backend, vm.Spec.Backend)
 	return c.Activity != nil && len(c.AccessKey) > 0 && backend != infrav1alpha1.BackendKubeVirt &&
-		c.idle(workspace.Use{}).timeoutFor(vm.Spec.IdleTimeout) > 0
+		c.idle(activity.Use{}).timeoutFor(vm.Spec.IdleTimeout) > 0
 }
 
 // activityValues are the chart's values for the launcher's activity endpoint: its port, and

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 )
 
 // TestVMIdleStatus: a running VM is warned of, then stopped for, being unused for its idle
@@ -22,7 +22,7 @@ func TestVMIdleStatus(t *testing.T) {
 	warned.IdleStopAt = &started
 	pol := func(lastUse, readAgo time.Duration) idlePolicy {
 		return idlePolicy{timeout: 30 * time.Minute, warning: 5 * time.Minute,
-			use: workspace.Use{Last: t0.Add(-lastUse), Read: t0.Add(-readAgo)}}
+			use: activity.Use{Last: t0.Add(-lastUse), Read: t0.Add(-readAgo)}}
 	}
 	for _, tc := range []struct {
 		name    string

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
@@ -39,7 +40,7 @@ const DefaultActivityInterval = 30 * time.Second
 // and reading interval, and what is known of the workspace's use.
 type idlePolicy struct {
 	timeout, warning, interval time.Duration
-	use                        workspace.Use
+	use                        activity.Use
 }
 
 // stale is how old a reading of an IDE's activity may be and still count.
@@ -139,14 +140,14 @@ func (p idlePolicy) untilCheck(running bool, own *metav1.Duration, startedAt *me
 // (see leaderLoop), every interval, only for workspaces an idle timeout applies to.
 type activityProbe struct {
 	reader   client.Reader
-	activity *workspace.Activity
+	activity *activity.Record
 	idle     idlePolicy // the operator's timeout; use is per workspace
 	http     *http.Client
 }
 
 func newActivityProbe(reader client.Reader, cfg WorkspaceConfig) *activityProbe {
 	transport := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}
-	return &activityProbe{reader: reader, activity: cfg.Activity, idle: cfg.idle(workspace.Use{}),
+	return &activityProbe{reader: reader, activity: cfg.Activity, idle: cfg.idle(activity.Use{}),
 		http: &http.Client{Transport: transport, Timeout: 3 * time.Second}}
 }
 

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 )
 
 func TestIdleTimeoutIsTheShorter(t *testing.T) {
@@ -39,7 +39,7 @@ func TestIdleStatus(t *testing.T) {
 	running := infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning, StartedAt: &started}
 	pol := func(lastUse time.Duration, readAgo time.Duration) idlePolicy {
 		return idlePolicy{timeout: 30 * time.Minute, warning: 5 * time.Minute,
-			use: workspace.Use{Last: t0.Add(-lastUse), Read: t0.Add(-readAgo)}}
+			use: activity.Use{Last: t0.Add(-lastUse), Read: t0.Add(-readAgo)}}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -59,7 +59,7 @@ func TestIdleStatus(t *testing.T) {
 		{"never used since its start", pol(1000*time.Hour, time.Second), true, infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "storage is kept", 0},
 		{"stop time passed, no reading since", pol(30*time.Minute+30*time.Second, time.Minute), true, infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
 		{"use unknown: not read lately", pol(31*time.Minute, 5*time.Minute), true, infrav1alpha1.WorkspaceRunning, "", false, "", 30 * time.Second},
-		{"no timeout", idlePolicy{use: workspace.Use{Read: t0}}, false, infrav1alpha1.WorkspaceRunning, "", false, "", 0},
+		{"no timeout", idlePolicy{use: activity.Use{Read: t0}}, false, infrav1alpha1.WorkspaceRunning, "", false, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := testWorkspace(true, running)

@@ -12,6 +12,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
@@ -67,7 +68,7 @@ type WorkspaceConfig struct {
 	IdleWarning time.Duration
 	// Activity is the record of each workspace's use that the idle policy reads, written by
 	// the operator's probe of the IDEs and by the workspace API; nil: no idle stop.
-	Activity *workspace.Activity
+	Activity *activity.Record
 	// OperatorNamespace is where the operator runs (POD_NAMESPACE): its manager pod, which
 	// reads each IDE's activity, is admitted by the workspace NetworkPolicy. Empty: none is.
 	OperatorNamespace string
@@ -89,12 +90,12 @@ type WorkspaceConfig struct {
 }
 
 // stale is the stale policy for the workspace whose use is known as use.
-func (c WorkspaceConfig) stale(use workspace.Use) stalePolicy {
+func (c WorkspaceConfig) stale(use activity.Use) stalePolicy {
 	return stalePolicy{after: c.StaleAfter, deleteAfter: c.DeleteStaleAfter, use: use}
 }
 
 // idle is the idle policy for the workspace whose use is known as use.
-func (c WorkspaceConfig) idle(use workspace.Use) idlePolicy {
+func (c WorkspaceConfig) idle(use activity.Use) idlePolicy {
 	return idlePolicy{timeout: c.IdleTimeout, warning: c.IdleWarning, interval: c.ActivityInterval, use: use}
 }
 

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
 // The record the operator keeps on a kept volume gone stale: when it said so, and when it will
@@ -53,7 +53,7 @@ type retainedVolumes struct {
 
 func newRetainedVolumes(mgr ctrl.Manager, cfg WorkspaceConfig, namespaces []string) *retainedVolumes {
 	return &retainedVolumes{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), recorder: mgr.GetEventRecorderFor(engine.DefaultFieldManager),
-		key: cfg.AccessKey, namespaces: namespaces, policy: cfg.stale(workspace.Use{}), now: time.Now, reported: map[types.UID]time.Time{}}
+		key: cfg.AccessKey, namespaces: namespaces, policy: cfg.stale(activity.Use{}), now: time.Now, reported: map[types.UID]time.Time{}}
 }
 
 // sweep looks at every released workspace volume of the served namespaces (empty: all).

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
@@ -27,7 +28,7 @@ const DefaultStaleInterval = time.Minute
 // workspace's staleness.
 type stalePolicy struct {
 	after, deleteAfter time.Duration // 0: never
-	use                workspace.Use
+	use                activity.Use
 }
 
 // validateStale refuses stale settings that contradict each other.
@@ -130,7 +131,7 @@ func ptrTime(t time.Time) *metav1.Time {
 type staleReaper struct {
 	// activity is the record of calls on workspaces: one since the status said to delete is a
 	// touch that status has not seen yet.
-	activity *workspace.Activity
+	activity *activity.Record
 	reader   client.Reader
 	writer   client.Writer
 	recorder record.EventRecorder

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 )
 
 func TestStoppedStatus(t *testing.T) {
@@ -49,7 +49,7 @@ func TestStoppedStatus(t *testing.T) {
 		{"settings lowered under it: the gap's notice", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped,
 			stalePolicy{after: day, deleteAfter: 2 * day}, ago(40 * day), ago(0), in(day), "will be deleted at"},
 		{"a call 5 days ago", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped,
-			stalePolicy{after: 30 * day, use: workspace.Use{Last: now.Add(-5 * day)}}, ago(5 * day), nil, nil, "stopped"},
+			stalePolicy{after: 30 * day, use: activity.Use{Last: now.Add(-5 * day)}}, ago(5 * day), nil, nil, "stopped"},
 		{"a call recorded before a restart that forgot it", stopped(ago(5*day), nil), infrav1alpha1.WorkspaceStopped, month,
 			ago(5 * day), nil, nil, "stopped"},
 		{"a spec change not yet reconciled", changed, infrav1alpha1.WorkspaceStopped, month, ago(0), nil, nil, "stopped"},

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
 
@@ -79,7 +79,7 @@ func TestACallOnAWorkspaceIsAUse(t *testing.T) {
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ws).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	cfg := defaultConfig()
-	cfg.namespaces, cfg.activity = []string{"ides"}, workspace.NewActivity()
+	cfg.namespaces, cfg.activity = []string{"ides"}, activity.New()
 	s := &v1Service{w: newWorkspaces(server, server, server, newNotifier(), cfg, nil)}
 	ref := &workspacev1.WorkspaceRef{Namespace: "ides", Name: "kept"}
 	if _, err := s.KeepAlive(context.WithValue(context.Background(), userKey{}, "mallory"), ref); err == nil {

@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
@@ -51,7 +52,7 @@ type config struct {
 	maxStorage    int64 // bytes; 0: no budget
 	limits        workspace.Limits
 	accessKey     []byte
-	activity      *workspace.Activity // nil: calls are not recorded as use
+	activity      *activity.Record // nil: calls are not recorded as use
 	stopTimeout   time.Duration
 	conn          connLimits
 	user          userLimitsConfig
@@ -219,7 +220,7 @@ func WithWorkspaceLimits(l workspace.Limits) Option {
 
 // WithActivity records each call on a workspace as a use of it, which postpones its idle stop
 // (the Workspace lifecycle's idle policy reads the same record).
-func WithActivity(a *workspace.Activity) Option {
+func WithActivity(a *activity.Record) Option {
 	return func(c *config) error { c.activity = a; return nil }
 }
 

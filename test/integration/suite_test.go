@@ -27,6 +27,7 @@ import (
 
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 
 	// Named apart from the suite's running operator (var operator).
@@ -153,12 +154,12 @@ func suiteKinds() controllers.Config {
 	return controllers.Config{
 		Workspace: controllers.WorkspaceConfig{
 			Limits: workspace.DefaultLimits(), AccessKey: accessKey, MaxFailedStarts: controllers.DefaultMaxFailedStarts,
-			IdleWarning: controllers.DefaultIdleWarning, Activity: workspace.NewActivity(), ActivityInterval: 500 * time.Millisecond,
+			IdleWarning: controllers.DefaultIdleWarning, Activity: activity.New(), ActivityInterval: 500 * time.Millisecond,
 			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
 		},
 		VM: func() controllers.VMConfig {
 			c := vmConfig
-			c.AccessKey, c.Activity, c.ActivityInterval = accessKey, workspace.NewActivity(), 500*time.Millisecond
+			c.AccessKey, c.Activity, c.ActivityInterval = accessKey, activity.New(), 500*time.Millisecond
 			return c
 		}(),
 	}
