@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/pki"
 )
 
 // VMActivity is what a VM's launcher serves its guest's activity with, and what the operator
@@ -42,15 +44,13 @@ var certValidity = [2]time.Time{time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), tim
 func VMActivityCredentials(key []byte, uid types.UID) (VMActivity, error) {
 	token := derive(key, "cloudspace.dev/vm-activity-token", uid)
 	priv := ed25519.NewKeyFromSeed(derive(key, "cloudspace.dev/vm-activity-tls", uid))
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
+	der, err := pki.Sign(pki.Request{
 		Subject:      pkix.Name{CommonName: "vm-launcher activity " + string(uid)},
 		NotBefore:    certValidity[0],
 		NotAfter:     certValidity[1],
-		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(nil, tmpl, tmpl, priv.Public(), priv)
+		SerialNumber: big.NewInt(1),
+	}, priv.Public(), nil, priv)
 	if err != nil {
 		return VMActivity{}, fmt.Errorf("creating the activity certificate: %w", err)
 	}

@@ -2,7 +2,9 @@ package access
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -67,5 +69,19 @@ func TestVMActivityTLSIsPinned(t *testing.T) {
 				t.Errorf("handshake error %v; want success %v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestVMActivityCredentialsNeverChange: a VM's credentials are rendered into its cloud-init
+// Secret, so an operator whose derivation gave other bytes for the same key and VM would rewrite
+// every VM's Secret on upgrade. These are the bytes every version has given.
+func TestVMActivityCredentialsNeverChange(t *testing.T) {
+	c, err := VMActivityCredentials(bytes.Repeat([]byte{7}, KeyBytes), "uid-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "4e840a90483e4d4ed3fda41da13af53b95ddb45d608d70d72bcb413bbcda6c31"
+	if got := fmt.Sprintf("%x", sha256.Sum256(c.PEM)); got != want {
+		t.Errorf("the PEM's SHA-256 is %s, was %s", got, want)
 	}
 }

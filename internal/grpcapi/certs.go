@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/pki"
 )
 
 // certSource serves the API's certificate through tls.Config.GetCertificate, so that a
@@ -117,4 +121,23 @@ func (c *certSource) waitForFiles(ctx context.Context) *certwatcher.CertWatcher 
 func fingerprint(cert tls.Certificate) string {
 	sum := sha256.Sum256(cert.Certificate[0])
 	return hex.EncodeToString(sum[:])
+}
+
+// selfSigned is the certificate served until the configured files exist.
+func selfSigned() (tls.Certificate, error) {
+	key, err := pki.NewKey()
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	der, err := pki.Sign(pki.Request{
+		Subject:     pkix.Name{CommonName: "cloudspace-operator"},
+		Hosts:       []string{"localhost", "127.0.0.1"},
+		NotBefore:   time.Now().Add(-time.Minute),
+		NotAfter:    time.Now().Add(365 * 24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, &key.PublicKey, nil, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

@@ -1,41 +1,35 @@
 package grpcapi
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/pki"
 )
 
 // writeCert writes a certificate for cn and its key into dir, each file replaced at once, as
 // the kubelet swaps a Secret volume.
 func writeCert(t *testing.T, dir, cn string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := pki.Sign(pki.Request{Subject: pkix.Name{CommonName: cn}, Hosts: []string{"127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour)}, &key.PublicKey, nil, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	keyPEM, err := pki.KeyPEM(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	replace(t, filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	replace(t, filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	replace(t, filepath.Join(dir, "tls.key"), keyPEM)
+	replace(t, filepath.Join(dir, "tls.crt"), pki.CertPEM(der))
 }
 
 func replace(t *testing.T, path string, data []byte) {

@@ -8,8 +8,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -17,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/pki"
 )
 
 // Files are the CA and the serving certificate in a directory; tls.crt and tls.key are the
@@ -60,57 +58,38 @@ func IssueFor(dir string, validFor time.Duration, hosts ...string) (Files, error
 	if err != nil {
 		return f, fmt.Errorf("the webhook CA in %s: %w", dir, err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		return f, err
 	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return f, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: "cloudspace-operator webhooks"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validFor),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	notBefore, notAfter := pki.ValidFor(validFor)
+	der, err := pki.Sign(pki.Request{Subject: pkix.Name{CommonName: "cloudspace-operator webhooks"}, Hosts: hosts,
+		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, &key.PublicKey, ca, caKey)
 	if err != nil {
 		return f, err
 	}
 	// The key first: a watcher that sees the new certificate must find its key.
-	if err := writePEM(f.Key, "EC PRIVATE KEY", key); err != nil {
+	if err := writeKey(f.Key, key); err != nil {
 		return f, err
 	}
-	return f, os.WriteFile(f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	return f, os.WriteFile(f.Cert, pki.CertPEM(der), 0o600)
 }
 
 func newCA(f Files, validFor time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cloudspace-operator local CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validFor),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	notBefore, notAfter := pki.ValidFor(validFor)
+	der, err := pki.Sign(pki.Request{Subject: pkix.Name{CommonName: "cloudspace-operator local CA"}, CA: true,
+		NotBefore: notBefore, NotAfter: notAfter}, &key.PublicKey, nil, key)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := writePEM(f.CAKey, "EC PRIVATE KEY", key); err != nil {
+	if err := writeKey(f.CAKey, key); err != nil {
 		return nil, nil, err
 	}
-	if err := os.WriteFile(f.CA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(f.CA, pki.CertPEM(der), 0o600); err != nil {
 		return nil, nil, err
 	}
 	ca, err := x509.ParseCertificate(der)
@@ -139,12 +118,12 @@ func loadCA(f Files) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	return ca, key, err
 }
 
-func writePEM(path, typ string, key *ecdsa.PrivateKey) error {
-	der, err := x509.MarshalECPrivateKey(key)
+func writeKey(path string, key *ecdsa.PrivateKey) error {
+	data, err := pki.KeyPEM(key)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+	return os.WriteFile(path, data, 0o600)
 }
 
 // Configure applies the webhook configurations in manifests (config/webhook/manifests.yaml)

@@ -2,18 +2,16 @@ package realcluster
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/pki"
 )
 
 // certValidity is how long the cluster's certificates last: a development cluster lives hours.
@@ -97,16 +95,13 @@ func (l Layout) writeCABundle() error {
 }
 
 func newCA(dir, name, cn string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(certValidity),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	notBefore, notAfter := pki.ValidFor(certValidity)
+	der, err := pki.Sign(pki.Request{Subject: pkix.Name{CommonName: cn}, CA: true, NotBefore: notBefore, NotAfter: notAfter},
+		&key.PublicKey, nil, key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,27 +113,17 @@ func newCA(dir, name, cn string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 }
 
 func issue(dir string, c cert, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: c.cn, Organization: c.orgs},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(certValidity),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	usage := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	if c.server {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		usage = append(usage, x509.ExtKeyUsageServerAuth)
 	}
-	for _, h := range c.hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	notBefore, notAfter := pki.ValidFor(certValidity)
+	der, err := pki.Sign(pki.Request{Subject: pkix.Name{CommonName: c.cn, Organization: c.orgs}, Hosts: c.hosts,
+		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: usage}, &key.PublicKey, ca, caKey)
 	if err != nil {
 		return err
 	}
@@ -146,24 +131,24 @@ func issue(dir string, c cert, ca *x509.Certificate, caKey *ecdsa.PrivateKey) er
 }
 
 func writeKeyPair(dir, name string, der []byte, key *ecdsa.PrivateKey) error {
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	keyPEM, err := pki.KeyPEM(key)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pki.CertPEM(der), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	return os.WriteFile(filepath.Join(dir, name+".key"), keyPEM, 0o600)
 }
 
 // writeServiceAccountKey writes the key the API server signs service-account tokens with
 // (sa.key) and the public half it verifies them with (sa.pub).
 func writeServiceAccountKey(dir string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		return err
 	}
-	priv, err := x509.MarshalECPrivateKey(key)
+	priv, err := pki.KeyPEM(key)
 	if err != nil {
 		return err
 	}
@@ -171,13 +156,8 @@ func writeServiceAccountKey(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: priv}), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), priv, 0o600); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return n
 }
