@@ -8,7 +8,7 @@ command -v protoc >/dev/null || { echo "proto: protoc is missing: apt-get instal
 hack/tools.sh protoc-gen-go protoc-gen-go-grpc
 export PATH="$root/bin:$PATH"
 mod=github.com/cloudspace-dev/cloudspace-operator
-# The seed's file keeps its own go_package ("./;pb"); M maps it into this module unchanged.
+# The legacy service's file keeps its own go_package ("./;pb"); M maps it into this module unchanged.
 mkdir -p pkg/pb pkg/workspacev1
 protoc -I proto \
   --go_out=. --go_opt=module=$mod --go_opt=Mpb/service.proto=$mod/pkg/pb \

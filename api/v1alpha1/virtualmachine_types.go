@@ -130,11 +130,11 @@ type VMPort struct {
 	Protocol string `json:"protocol,omitempty"`
 }
 
-// VirtualMachineSpec is a virtual machine someone asked for (seed 000's cpu and memory, and
-// what running one takes).
+// VirtualMachineSpec is a virtual machine someone asked for: its CPUs and memory, and what
+// running one takes.
 type VirtualMachineSpec struct {
 	// CPU is the number of virtual CPUs: a positive integer, as a number or a string ("1", as
-	// the seed's sample writes it). Defaulted to 1; at most the operator's --vm-max-cpu.
+	// the kubebuilder VirtualMachine sample writes it). Defaulted to 1; at most the operator's --vm-max-cpu.
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:default="1"
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : self.matches('^[1-9][0-9]{0,3}$')",message="must be a positive whole number of CPUs"
@@ -142,7 +142,7 @@ type VirtualMachineSpec struct {
 	// +optional
 	CPU *intstr.IntOrString `json:"cpu,omitempty"`
 
-	// Memory of the guest (the seed's "2G" is 2×10⁹ bytes): at least 128Mi, at most the
+	// Memory of the guest (the sample's "2G" is 2×10⁹ bytes): at least 128Mi, at most the
 	// operator's --vm-max-memory. Defaulted to 1Gi. At most 64 characters.
 	// +kubebuilder:default="1Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="must be at least 128Mi"
@@ -243,7 +243,7 @@ type VirtualMachineStatus struct {
 	// Phase summarizes the VM's state.
 	// +optional
 	Phase VirtualMachinePhase `json:"phase,omitempty"`
-	// Status is the phase under the seed's name, kept for its users ("Running", ...).
+	// Status is the phase under the kubebuilder VirtualMachine sample's name, kept for its clients ("Running", ...).
 	// +optional
 	Status string `json:"status,omitempty"`
 	// Message says why the phase is what it is.

@@ -37,7 +37,7 @@ const (
 	ReclaimDelete ReclaimPolicy = "Delete"
 )
 
-// WorkspaceResources limit the IDE container (the seed's ResourceLimit, less storage).
+// WorkspaceResources limit the IDE container (the legacy CloudIdeService's ResourceLimit, less storage).
 type WorkspaceResources struct {
 	// CPU is the IDE's CPU limit (at most 64 characters).
 	// +kubebuilder:default="1"
