@@ -1,6 +1,7 @@
-// Package grpcapi serves the workspace gRPC APIs: the seed's CloudIdeService, wire-compatible,
-// and cloudspace.v1.WorkspaceService. Both map onto Workspace resources; every call is
-// authenticated (TLS, bearer tokens) and a user sees and touches only their own workspaces.
+// Package grpcapi serves the workspace gRPC APIs: the legacy CloudIdeService (the tutorial's API),
+// wire-compatible, and cloudspace.v1.WorkspaceService. Both map onto Workspace resources; every
+// call is authenticated (TLS, bearer tokens) and a user sees and touches only their own
+// workspaces.
 package grpcapi
 
 import (
@@ -355,7 +356,7 @@ func (s *Server) grpcServer(ctx context.Context) (*grpc.Server, error) {
 	opts := append(s.connOptions(), grpc.Creds(creds),
 		grpc.ChainUnaryInterceptor(s.tokens.unary, s.limits.unary), grpc.ChainStreamInterceptor(s.tokens.stream, s.limits.stream))
 	srv := grpc.NewServer(opts...)
-	pb.RegisterCloudIdeServiceServer(srv, &seedService{w: s.w})
+	pb.RegisterCloudIdeServiceServer(srv, &legacyService{w: s.w})
 	workspacev1.RegisterWorkspaceServiceServer(srv, &v1Service{w: s.w})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
