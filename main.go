@@ -61,7 +61,7 @@ type options struct {
 	watchesFile          string
 	watchNamespaces      []string
 	gracefulShutdownTime time.Duration
-	grpc                 grpcapi.Options
+	grpc                 grpcapi.Config
 	kinds                controllers.Config
 	webhookAddr          string
 	webhookCertDir       string
@@ -71,7 +71,7 @@ type options struct {
 // newOptions are the defaults of the settings whose packages define them; bindFlags sets the
 // manager's own.
 func newOptions() *options {
-	return &options{grpc: grpcapi.NewOptions(), kinds: controllers.DefaultConfig()}
+	return &options{grpc: grpcapi.DefaultConfig(), kinds: controllers.DefaultConfig()}
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -195,7 +195,7 @@ func webhookServer(addr, certDir string, tlsOpts []func(*tls.Config)) (webhook.S
 
 // setupGRPC adds the workspace API to the manager when an address is set and Workspaces are
 // served: without them it would have nothing to serve (the shipped Deployment sets an address).
-func setupGRPC(mgr ctrl.Manager, g grpcapi.Options, wc controllers.WorkspaceConfig, served bool) error {
+func setupGRPC(mgr ctrl.Manager, g grpcapi.Config, wc controllers.WorkspaceConfig, served bool) error {
 	if !g.Enabled() {
 		return nil
 	}
@@ -205,8 +205,7 @@ func setupGRPC(mgr ctrl.Manager, g grpcapi.Options, wc controllers.WorkspaceConf
 	}
 	// The certificate's Secret is optional in the Deployment, so that an install never waits
 	// for it: the server serves a self-signed one until the files appear.
-	srv, err := grpcapi.New(mgr, append(g.ServerOptions(),
-		grpcapi.WithWorkspaceLimits(wc.Limits), grpcapi.WithAccessKey(wc.AccessKey), grpcapi.WithActivity(wc.Activity))...)
+	srv, err := grpcapi.New(mgr, g, grpcapi.WorkspaceKind{Limits: wc.Limits, AccessKey: wc.AccessKey, Activity: wc.Activity})
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}

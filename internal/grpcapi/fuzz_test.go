@@ -58,8 +58,7 @@ func fuzzCreateRequest(f *testing.F, fs fields) {
 	if err := infrav1alpha1.AddToScheme(scheme); err != nil {
 		f.Fatal(err)
 	}
-	cfg := defaultConfig()
-	cfg.namespaces = fuzzNamespaces
+	cfg := testSettings(f, func(c *Config) { c.Namespaces = strings.Join(fuzzNamespaces, ",") })
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	w := newWorkspaces(c, c, c, nil, cfg, nil)
 	f.Fuzz(func(t *testing.T, name, namespace, image string, port uint32, cpu, memory, storage, git string, retain bool) {

@@ -60,8 +60,8 @@ func TestAnotherUsersNameAnswersAsAMissingOne(t *testing.T) {
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob", Running: ptr.To(false)}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bobs).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.accessKey = []string{"ides"}, make([]byte, 32)
+	cfg := testSettings(t, inIDEs)
+	cfg.AccessKey = make([]byte, 32)
 	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	ctx := context.WithValue(context.Background(), userKey{}, "mallory")
 	for call, do := range probeCalls(&v1Service{w: w}, &legacyService{w: w}) {
