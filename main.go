@@ -8,22 +8,15 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
-	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/operator-framework/operator-lib/proxy"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cloudspace-dev/cloudspace-operator/app"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
@@ -63,24 +56,6 @@ func bindFlags(o *options) *flag.FlagSet {
 	o.kinds.BindFlags(fs)
 	o.zap.BindFlags(fs)
 	return fs
-}
-
-// accessKey reads (or creates) the key the IDE passwords are derived from, before the manager
-// starts: no workspace renders without it.
-func accessKey(ctx context.Context, cfg *rest.Config, ref string) ([]byte, error) {
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok {
-		return nil, fmt.Errorf("--workspace-access-key-secret %q must be namespace/name", ref)
-	}
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("creating a client: %w", err)
-	}
-	key, err := access.EnsureKey(ctx, c, types.NamespacedName{Namespace: ns, Name: name})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: create namespace %s, or name a Secret in an existing one with --workspace-access-key-secret", err, ns)
-	}
-	return key, err
 }
 
 // setupGRPC adds the workspace API to the manager when an address is set and Workspaces are
@@ -186,13 +161,11 @@ func setup(ctx context.Context, mgr ctrl.Manager, ws []watches.Watch, o *options
 	// Only Workspaces and VMs need the key, and only Workspaces the API: an operator serving
 	// only chart kinds needs no namespace of its own.
 	if controllers.NeedsAccessKey(ws) {
-		key, err := accessKey(ctx, mgr.GetConfig(), o.kinds.Workspace.AccessKeySecret)
+		key, err := app.AccessKey(ctx, mgr.GetConfig(), o.kinds.Workspace.AccessKeySecret)
 		if err != nil {
 			return err
 		}
-		o.kinds.Workspace.AccessKey, o.kinds.VM.AccessKey = key, key
-		o.kinds.Workspace.Activity, o.kinds.Workspace.OperatorNamespace = activity.New(), os.Getenv("POD_NAMESPACE")
-		o.kinds.VM.Activity, o.kinds.VM.OperatorNamespace = activity.New(), os.Getenv("POD_NAMESPACE")
+		o.kinds = app.WithKey(o.kinds, key, os.Getenv("POD_NAMESPACE"))
 	}
 	scope := app.Scope{Namespaces: o.app.WatchNamespaces, Webhooks: o.app.ServesWebhooks()}
 	// OLM passes the cluster's proxy to the operator; the operands reach out through it too.
