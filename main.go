@@ -58,28 +58,6 @@ func bindFlags(o *options) *flag.FlagSet {
 	return fs
 }
 
-// setupGRPC adds the workspace API to the manager when an address is set and Workspaces are
-// served: without them it would have nothing to serve (the shipped Deployment sets an address).
-func setupGRPC(mgr ctrl.Manager, g grpcapi.Config, wc controllers.WorkspaceConfig, served bool) error {
-	if !g.Enabled() {
-		return nil
-	}
-	if !served {
-		ctrl.Log.WithName("setup").Info("the workspace API is off: the watches file serves no Workspace", "grpcBindAddress", g.Address)
-		return nil
-	}
-	// The certificate's Secret is optional in the Deployment, so that an install never waits
-	// for it: the server serves a self-signed one until the files appear.
-	srv, err := grpcapi.New(mgr, g, grpcapi.WorkspaceKind{Limits: wc.Limits, AccessKey: wc.AccessKey, Activity: wc.Activity})
-	if err != nil {
-		return fmt.Errorf("setting up the gRPC API: %w", err)
-	}
-	if err := mgr.Add(srv); err != nil {
-		return fmt.Errorf("adding the gRPC API to the manager: %w", err)
-	}
-	return nil
-}
-
 // memoryLimitShare is the part of the container's memory limit the Go heap may grow to before
 // the garbage collector works to stay under it; the rest is the binary's mapped code, stacks
 // and what the runtime holds outside the heap.
@@ -172,7 +150,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, ws []watches.Watch, o *options
 	if err := app.Setup(mgr, ws, o.kinds, scope, engine.WithOperandEnv(proxy.ReadProxyVarsFromEnv())); err != nil {
 		return err
 	}
-	if err := setupGRPC(mgr, o.grpc, o.kinds.Workspace, controllers.ServesWorkspaces(ws)); err != nil {
+	if err := app.SetupGRPC(mgr, o.grpc, o.kinds.Workspace, controllers.ServesWorkspaces(ws)); err != nil {
 		return err
 	}
 	return app.AddProbes(mgr)
