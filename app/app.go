@@ -1,8 +1,10 @@
-// Package app assembles the operator's manager from its parts: the cache it keeps and the
-// kinds it serves on it. main.go and the integration suite both build their managers with it,
-// so that the suite runs what the binary runs rather than a copy of it. It sits above
-// internal/ and controllers/, which it wires together: nothing under internal/ imports
-// controllers/.
+// Package app assembles the operator's manager from its parts: the operator's own settings
+// and the manager they make (options.go, manager.go), the cache it keeps and the kinds it
+// serves on it (app.go), the operator key those kinds derive credentials from (keys.go), the
+// workspace API (grpc.go) and the probes (probes.go). main.go and the integration suite both
+// build their managers with it, so that the suite runs what the binary runs rather than a copy
+// of it. It sits above internal/ and controllers/, which it wires together: nothing under
+// internal/ imports controllers/.
 package app
 
 import (

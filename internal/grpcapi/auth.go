@@ -24,14 +24,14 @@ import (
 // values are their tokens. It re-reads the Secret at most once per ttl, whether the last read
 // worked or not, so a rotated token takes effect within ttl and an unreadable Secret costs one
 // GET per ttl whatever the request rate. It fails closed: tokens last read longer than
-// maxStale ago are not served, and a token two users share works for neither.
+// maxStaleness ago are not served, and a token two users share works for neither.
 type tokenStore struct {
-	reader   client.Reader
-	secret   types.NamespacedName
-	ttl      time.Duration
-	maxStale time.Duration
-	now      func() time.Time
-	log      logr.Logger
+	reader       client.Reader
+	secret       types.NamespacedName
+	ttl          time.Duration
+	maxStaleness time.Duration
+	now          func() time.Time
+	log          logr.Logger
 
 	mu        sync.Mutex
 	digests   map[string][sha256.Size]byte // user → sha256(token)
@@ -40,6 +40,10 @@ type tokenStore struct {
 	readErr   error                        // why the last read failed; nil when it worked
 	shared    string                       // the users last reported for sharing a token
 }
+
+// tokenTTL is the API's tokenStore.ttl: a rotated token takes effect within 10 s, and an
+// unreadable Secret costs one GET per 10 s.
+const tokenTTL = 10 * time.Second
 
 // tokenReadTimeout bounds one read of the Secret; callers wait for it under the store's lock.
 const tokenReadTimeout = 5 * time.Second
@@ -70,8 +74,8 @@ func (t *tokenStore) load() (map[string][sha256.Size]byte, error) {
 		t.attempted = now
 		t.read(now)
 	}
-	if t.digests == nil || now.Sub(t.fetched) > t.maxStale {
-		return nil, fmt.Errorf("the token Secret %s was not read for over %s: %w", t.secret, t.maxStale, t.readErr)
+	if t.digests == nil || now.Sub(t.fetched) > t.maxStaleness {
+		return nil, fmt.Errorf("the token Secret %s was not read for over %s: %w", t.secret, t.maxStaleness, t.readErr)
 	}
 	return t.digests, nil
 }
@@ -84,7 +88,7 @@ func (t *tokenStore) read(now time.Time) {
 	if err := t.reader.Get(ctx, t.secret, &s); err != nil {
 		t.readErr = fmt.Errorf("reading the token Secret %s: %w", t.secret, err)
 		t.log.Error(err, "cannot read the token Secret; serving the last tokens until they are stale",
-			"secret", t.secret.String(), "maxStale", t.maxStale.String())
+			"secret", t.secret.String(), "maxStale", t.maxStaleness.String())
 		return
 	}
 	digests, shared := digestsOf(s.Data)

@@ -18,7 +18,7 @@ import (
 // newTestStore is a token store over reader with a one-minute TTL and five-minute staleness.
 func newTestStore(reader client.Reader, now func() time.Time) *tokenStore {
 	return &tokenStore{reader: reader, secret: types.NamespacedName{Namespace: "ops", Name: "tokens"},
-		ttl: time.Minute, maxStale: 5 * time.Minute, now: now, log: logr.Discard()}
+		ttl: time.Minute, maxStaleness: 5 * time.Minute, now: now, log: logr.Discard()}
 }
 
 // flakySecret serves the token Secret until broken is set, and counts the reads.

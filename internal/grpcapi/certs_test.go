@@ -54,13 +54,19 @@ func servedCN(t *testing.T, addr string) string {
 	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
 }
 
+// certFilesIn serves tls.crt and tls.key in dir, read every 100ms.
+func certFilesIn(dir string) func(*Config) {
+	return func(c *Config) {
+		c.TLS = TLSConfig{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ReloadInterval: 100 * time.Millisecond}
+	}
+}
+
 // TestRotatedCertificateIsServed: once the files are rewritten, new handshakes get the new
 // certificate, without a restart.
 func TestRotatedCertificateIsServed(t *testing.T) {
 	dir := t.TempDir()
 	writeCert(t, dir, "first")
-	a := startTestAPI(t, nil, WithTLSFiles(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")),
-		WithTLSReloadInterval(100*time.Millisecond))
+	a := startTestAPI(t, nil, certFilesIn(dir))
 	if cn := servedCN(t, a.addr); cn != "first" {
 		t.Fatalf("served %q, want the certificate of the files", cn)
 	}
@@ -72,8 +78,7 @@ func TestRotatedCertificateIsServed(t *testing.T) {
 // is served, and the files are served once they appear.
 func TestCertificateThatAppearsLaterIsServed(t *testing.T) {
 	dir := t.TempDir()
-	a := startTestAPI(t, nil, WithTLSFiles(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")),
-		WithTLSReloadInterval(100*time.Millisecond))
+	a := startTestAPI(t, nil, certFilesIn(dir))
 	if cn := servedCN(t, a.addr); cn != "cloudspace-operator" {
 		t.Fatalf("served %q before the files exist, want the self-signed certificate", cn)
 	}

@@ -27,7 +27,7 @@ func healthy(t *testing.T, a *testAPI) error {
 // the cap; the one over it is closed before its handshake, and its place is free again once
 // one of the others is closed.
 func TestConnectionsOverTheCapAreClosed(t *testing.T) {
-	a := startTestAPI(t, nil, WithMaxConnections(3))
+	a := startTestAPI(t, nil, func(c *Config) { c.Conn.MaxConnections = 3 })
 	var held []*rawH2
 	for range 3 {
 		h, err := dialH2(t, a.addr)
@@ -51,7 +51,7 @@ func TestConnectionsOverTheCapAreClosed(t *testing.T) {
 // TestStalledHandshakesAreClosed: a connection that never says anything is closed after the
 // handshake timeout, not held for gRPC's default two minutes.
 func TestStalledHandshakesAreClosed(t *testing.T) {
-	a := startTestAPI(t, nil, WithHandshakeTimeout(300*time.Millisecond))
+	a := startTestAPI(t, nil, func(c *Config) { c.Conn.HandshakeTimeout = 300 * time.Millisecond })
 	conn, err := net.Dial("tcp", a.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestStalledHandshakesAreClosed(t *testing.T) {
 // TestIdleConnectionsAreClosed: a connection with no call open is sent GOAWAY after the idle
 // timeout.
 func TestIdleConnectionsAreClosed(t *testing.T) {
-	a := startTestAPI(t, nil, WithIdleTimeout(300*time.Millisecond))
+	a := startTestAPI(t, nil, func(c *Config) { c.Conn.IdleTimeout = 300 * time.Millisecond })
 	h, err := dialH2(t, a.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,9 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 // TestStalledCallsDoNotHoldAConnectionForever: a call that never sends its request keeps the
 // connection from being idle, but not past its maximum age and grace.
 func TestStalledCallsDoNotHoldAConnectionForever(t *testing.T) {
-	a := startTestAPI(t, nil, WithMaxConnectionAge(300*time.Millisecond, 300*time.Millisecond))
+	a := startTestAPI(t, nil, func(c *Config) {
+		c.Conn.MaxConnectionAge, c.Conn.MaxConnectionAgeGrace = 300*time.Millisecond, 300*time.Millisecond
+	})
 	h, err := dialH2(t, a.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +101,7 @@ func isGoAway(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }
 // TestStreamsPerConnectionAreCapped: the server announces the cap, and refuses a stream over
 // it from a client that ignores the announcement.
 func TestStreamsPerConnectionAreCapped(t *testing.T) {
-	a := startTestAPI(t, nil, WithMaxStreamsPerConnection(4))
+	a := startTestAPI(t, nil, func(c *Config) { c.Conn.MaxStreamsPerConnection = 4 })
 	h, err := dialH2(t, a.addr)
 	if err != nil {
 		t.Fatal(err)

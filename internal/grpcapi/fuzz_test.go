@@ -27,15 +27,15 @@ import (
 // the request field at fault, as the caller's message spells it; an accepted request becomes
 // the Workspace it asked for.
 
-// FuzzSeedCreateRequest is CloudIdeService.CreateSpaceAndWaitForRunning's PodInfo, which has
+// FuzzLegacyCreateRequest is CloudIdeService.CreateSpaceAndWaitForRunning's PodInfo, which has
 // no git URL and no retain flag.
-func FuzzSeedCreateRequest(f *testing.F) {
+func FuzzLegacyCreateRequest(f *testing.F) {
 	f.Add("ws1", "", "codercom/code-server:4.96.4", uint32(8080), "1", "2Gi", "10Gi", "", false)
 	f.Add("Ws_1", "ides", "", uint32(0), "", "", "", "", false)
 	f.Add("ws1", "elsewhere", "", uint32(0), "", "", "", "", false)
 	f.Add("ws1", "", "", uint32(0), "two", "", "", "", false)
 	f.Add("ws1", "", "", uint32(1<<31), "9", "", "", "", false)
-	fuzzCreateRequest(f, seedFields)
+	fuzzCreateRequest(f, legacyFields)
 }
 
 // FuzzV1CreateRequest is cloudspace.v1.WorkspaceService.Create's Workspace.
@@ -58,8 +58,7 @@ func fuzzCreateRequest(f *testing.F, fs fields) {
 	if err := infrav1alpha1.AddToScheme(scheme); err != nil {
 		f.Fatal(err)
 	}
-	cfg := defaultConfig()
-	cfg.namespaces = fuzzNamespaces
+	cfg := testSettings(f, func(c *Config) { c.Namespaces = strings.Join(fuzzNamespaces, ",") })
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	w := newWorkspaces(c, c, c, nil, cfg, nil)
 	f.Fuzz(func(t *testing.T, name, namespace, image string, port uint32, cpu, memory, storage, git string, retain bool) {

@@ -72,7 +72,7 @@ func TestAuthenticate(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	w := &workspaces{cfg: defaultConfig()}
+	w := &workspaces{cfg: testSettings(t)}
 	cases := []struct {
 		sp    spec
 		field string

@@ -30,22 +30,17 @@ type testAPI struct {
 	s    *Server
 }
 
-func startTestAPI(t *testing.T, objs []client.Object, opts ...Option) *testAPI {
+func startTestAPI(t *testing.T, objs []client.Object, edits ...func(*Config)) *testAPI {
 	t.Helper()
-	cfg := defaultConfig()
-	cfg.accessKey = make([]byte, access.KeyBytes)
-	cfg.stopTimeout = time.Second
-	for _, o := range opts {
-		if err := o(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg := testSettings(t, edits...)
+	cfg.AccessKey = make([]byte, access.KeyBytes)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "tokens"},
 		Data: map[string][]byte{"alice": []byte("a-token"), "bob": []byte("b-token")}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(objs, secret)...).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	w := newWorkspaces(c, c, c, newNotifier(), cfg, newQuotaLock(c, c, "ops"))
 	s := newServer(cfg, newTestStore(c, time.Now), w)
+	s.stopTimeout = time.Second
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +56,24 @@ func startTestAPI(t *testing.T, objs []client.Object, opts ...Option) *testAPI {
 	})
 	return &testAPI{addr: lis.Addr().String(), s: s}
 }
+
+// testSettings are what New makes of DefaultConfig with edits, but for the Workspace kind,
+// which a test sets when it needs it.
+func testSettings(t testing.TB, edits ...func(*Config)) *settings {
+	t.Helper()
+	cfg := DefaultConfig()
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	s, err := newSettings(cfg, WorkspaceKind{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// inIDEs serves the namespace ides alone.
+func inIDEs(c *Config) { c.Namespaces = "ides" }
 
 // client is a gRPC client that trusts whatever certificate the server shows.
 func (a *testAPI) client(t *testing.T) *grpc.ClientConn {

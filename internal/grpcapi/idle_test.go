@@ -34,8 +34,7 @@ func TestWatchCarriesTheIdleWarning(t *testing.T) {
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "ida", Running: ptr.To(true)}, Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ws).WithStatusSubresource(ws).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-	cfg := defaultConfig()
-	cfg.namespaces = []string{"ides"}
+	cfg := testSettings(t, inIDEs)
 	s := &v1Service{w: newWorkspaces(server, server, server, newNotifier(), cfg, nil)}
 	stream, sent := &recordingStream{}, map[types.NamespacedName]watched{}
 	next := func(change func(*infrav1alpha1.WorkspaceStatus)) []*workspacev1.WorkspaceEvent {
@@ -78,21 +77,21 @@ func TestACallOnAWorkspaceIsAUse(t *testing.T) {
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "ida", Running: ptr.To(true)}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ws).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.activity = []string{"ides"}, activity.New()
+	cfg := testSettings(t, inIDEs)
+	cfg.Activity = activity.New()
 	s := &v1Service{w: newWorkspaces(server, server, server, newNotifier(), cfg, nil)}
 	ref := &workspacev1.WorkspaceRef{Namespace: "ides", Name: "kept"}
 	if _, err := s.KeepAlive(context.WithValue(context.Background(), userKey{}, "mallory"), ref); err == nil {
 		t.Error("another user's KeepAlive answered")
 	}
-	if use := cfg.activity.Of(ws.UID); !use.Last.IsZero() {
+	if use := cfg.Activity.Of(ws.UID); !use.Last.IsZero() {
 		t.Errorf("another user's call counted as a use at %s", use.Last)
 	}
 	before := time.Now()
 	if _, err := s.KeepAlive(context.WithValue(context.Background(), userKey{}, "ida"), ref); err != nil {
 		t.Fatal(err)
 	}
-	use := cfg.activity.Of(ws.UID)
+	use := cfg.Activity.Of(ws.UID)
 	if use.Last.Before(before) {
 		t.Errorf("the owner's KeepAlive: last use %s, want now", use.Last)
 	}
@@ -101,7 +100,7 @@ func TestACallOnAWorkspaceIsAUse(t *testing.T) {
 	if err != nil || len(list.GetWorkspaces()) != 1 || list.GetWorkspaces()[0].GetLastUsed() != use.Last.UTC().Format(time.RFC3339) {
 		t.Errorf("ida's list: %v, %v; want her workspace last used at %s", list, err, use.Last.UTC().Format(time.RFC3339))
 	}
-	if after := cfg.activity.Of(ws.UID); !after.Last.Equal(use.Last) {
+	if after := cfg.Activity.Of(ws.UID); !after.Last.Equal(use.Last) {
 		t.Errorf("the List counted as a use at %s", after.Last)
 	}
 }

@@ -78,7 +78,7 @@ var mutating = map[string]bool{
 // Only authenticated users have state, so it is bounded by the token Secret; the state of a
 // user idle long enough for their bucket to be full again is dropped, which loses nothing.
 type userLimits struct {
-	cfg        userLimitsConfig
+	cfg        QuotaConfig
 	every      rate.Limit
 	evictAfter time.Duration
 	now        func() time.Time
@@ -94,10 +94,15 @@ type userState struct {
 	last     time.Time // when a call last started or ended
 }
 
-func newUserLimits(cfg userLimitsConfig, now func() time.Time) *userLimits {
-	every := rate.Limit(float64(cfg.mutationsPerMin) / 60)
-	refill := time.Duration(float64(cfg.mutationBurst) / float64(every) * float64(time.Second))
-	return &userLimits{cfg: cfg, every: every, evictAfter: max(cfg.idleStateEviction, refill), now: now,
+// userStateEviction is how long a user is idle before their state is dropped (if their bucket
+// is full again by then).
+const userStateEviction = 5 * time.Minute
+
+// newUserLimits applies cfg's limits of calls: in flight, and writes.
+func newUserLimits(cfg QuotaConfig, now func() time.Time) *userLimits {
+	every := rate.Limit(float64(cfg.WritesPerMinute) / 60)
+	refill := time.Duration(float64(cfg.WriteBurst) / float64(every) * float64(time.Second))
+	return &userLimits{cfg: cfg, every: every, evictAfter: max(userStateEviction, refill), now: now,
 		users: map[string]*userState{}}
 }
 
@@ -110,11 +115,11 @@ func (l *userLimits) admit(user, method string) (release func(), err error) {
 	l.sweep(now)
 	u := l.users[user]
 	if u == nil {
-		u = &userState{bucket: rate.NewLimiter(l.every, l.cfg.mutationBurst)}
+		u = &userState{bucket: rate.NewLimiter(l.every, l.cfg.WriteBurst)}
 		l.users[user] = u
 	}
 	u.last = now
-	if u.inFlight >= l.cfg.maxInFlight {
+	if u.inFlight >= l.cfg.MaxCallsInFlight {
 		return nil, status.Errorf(codes.ResourceExhausted,
 			"user %s has %d calls in flight, the most allowed: retry once one of them has ended", user, u.inFlight)
 	}
@@ -142,7 +147,7 @@ func (l *userLimits) release(user string) {
 func (l *userLimits) tooFast(user string, wait time.Duration) error {
 	wait = wait.Round(100 * time.Millisecond)
 	st := status.Newf(codes.ResourceExhausted,
-		"user %s may make %d writes a minute, in bursts of %d: retry in %s", user, l.cfg.mutationsPerMin, l.cfg.mutationBurst, wait)
+		"user %s may make %d writes a minute, in bursts of %d: retry in %s", user, l.cfg.WritesPerMinute, l.cfg.WriteBurst, wait)
 	if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
 		st = detailed
 	}

@@ -29,8 +29,10 @@ func alicesIDE() client.Object {
 // ResourceExhausted for any further call, saying the cap; another user is served, and the
 // first is served again once their calls end.
 func TestCallsInFlightAreCappedPerUser(t *testing.T) {
-	a := startTestAPI(t, []client.Object{alicesIDE()}, WithMaxCallsInFlight(5),
-		WithMutationRate(6000, 1000)) // the retries below are writes too
+	a := startTestAPI(t, []client.Object{alicesIDE()}, func(c *Config) {
+		c.Quota.MaxCallsInFlight = 5
+		c.Quota.WritesPerMinute, c.Quota.WriteBurst = 6000, 1000 // the retries below are writes too
+	})
 	api := workspacev1.NewWorkspaceServiceClient(a.client(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	start := func(ctx context.Context) error {
@@ -72,7 +74,7 @@ func TestCallsInFlightAreCappedPerUser(t *testing.T) {
 // TestWritesAreRateLimitedPerUser: a burst of RotateAccess calls past the bucket is refused
 // with when to retry; reads and another user's writes are not.
 func TestWritesAreRateLimitedPerUser(t *testing.T) {
-	a := startTestAPI(t, []client.Object{alicesIDE()}, WithMutationRate(1, 3))
+	a := startTestAPI(t, []client.Object{alicesIDE()}, func(c *Config) { c.Quota.WritesPerMinute, c.Quota.WriteBurst = 1, 3 })
 	api := workspacev1.NewWorkspaceServiceClient(a.client(t))
 	ctx := as(context.Background(), "a-token")
 	ref := &workspacev1.WorkspaceRef{Name: "ide"}
@@ -110,7 +112,7 @@ func retryDelay(st *status.Status) time.Duration {
 // buckets are full again, while a user with a call in flight keeps theirs.
 func TestUserStateIsBounded(t *testing.T) {
 	now := time.Unix(0, 0)
-	l := newUserLimits(defaultConfig().user, func() time.Time { return now })
+	l := newUserLimits(DefaultConfig().Quota, func() time.Time { return now })
 	held, err := l.admit("held", workspacev1.WorkspaceService_Watch_FullMethodName)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 )
 
 // answer is what a call told its caller: the code, the message with the name asked about
-// replaced by NAME, and the seed's PodStatus when it answers with one.
+// replaced by NAME, and the legacy CloudIdeService's PodStatus when it answers with one.
 type answer struct {
 	code      codes.Code
 	message   string
@@ -26,7 +26,7 @@ type answer struct {
 }
 
 // probeCalls are every call that takes a workspace's name, as mallory makes them.
-func probeCalls(v1 *v1Service, seed *seedService) map[string]func(ctx context.Context, name string) (any, error) {
+func probeCalls(v1 *v1Service, legacy *legacyService) map[string]func(ctx context.Context, name string) (any, error) {
 	ref := func(name string) *workspacev1.WorkspaceRef {
 		return &workspacev1.WorkspaceRef{Namespace: "ides", Name: name}
 	}
@@ -39,15 +39,15 @@ func probeCalls(v1 *v1Service, seed *seedService) map[string]func(ctx context.Co
 		"v1.StartAndWait": func(ctx context.Context, n string) (any, error) {
 			return v1.Start(ctx, &workspacev1.StartWorkspaceRequest{Ref: ref(n), Wait: true})
 		},
-		"v1.Stop":              func(ctx context.Context, n string) (any, error) { return v1.Stop(ctx, ref(n)) },
-		"v1.Delete":            func(ctx context.Context, n string) (any, error) { return v1.Delete(ctx, ref(n)) },
-		"v1.GetAccess":         func(ctx context.Context, n string) (any, error) { return v1.GetAccess(ctx, ref(n)) },
-		"v1.RotateAccess":      func(ctx context.Context, n string) (any, error) { return v1.RotateAccess(ctx, ref(n)) },
-		"v1.KeepAlive":         func(ctx context.Context, n string) (any, error) { return v1.KeepAlive(ctx, ref(n)) },
-		"seed.GetPodSpaceInfo": func(ctx context.Context, n string) (any, error) { return seed.GetPodSpaceInfo(ctx, q(n)) },
-		"seed.DeleteSpace":     func(ctx context.Context, n string) (any, error) { return seed.DeleteSpace(ctx, q(n)) },
-		"seed.GetPodSpaceStatus": func(ctx context.Context, n string) (any, error) {
-			return seed.GetPodSpaceStatus(ctx, q(n))
+		"v1.Stop":                func(ctx context.Context, n string) (any, error) { return v1.Stop(ctx, ref(n)) },
+		"v1.Delete":              func(ctx context.Context, n string) (any, error) { return v1.Delete(ctx, ref(n)) },
+		"v1.GetAccess":           func(ctx context.Context, n string) (any, error) { return v1.GetAccess(ctx, ref(n)) },
+		"v1.RotateAccess":        func(ctx context.Context, n string) (any, error) { return v1.RotateAccess(ctx, ref(n)) },
+		"v1.KeepAlive":           func(ctx context.Context, n string) (any, error) { return v1.KeepAlive(ctx, ref(n)) },
+		"legacy.GetPodSpaceInfo": func(ctx context.Context, n string) (any, error) { return legacy.GetPodSpaceInfo(ctx, q(n)) },
+		"legacy.DeleteSpace":     func(ctx context.Context, n string) (any, error) { return legacy.DeleteSpace(ctx, q(n)) },
+		"legacy.GetPodSpaceStatus": func(ctx context.Context, n string) (any, error) {
+			return legacy.GetPodSpaceStatus(ctx, q(n))
 		},
 	}
 }
@@ -60,11 +60,11 @@ func TestAnotherUsersNameAnswersAsAMissingOne(t *testing.T) {
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob", Running: ptr.To(false)}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bobs).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.accessKey = []string{"ides"}, make([]byte, 32)
+	cfg := testSettings(t, inIDEs)
+	cfg.AccessKey = make([]byte, 32)
 	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	ctx := context.WithValue(context.Background(), userKey{}, "mallory")
-	for call, do := range probeCalls(&v1Service{w: w}, &seedService{w: w}) {
+	for call, do := range probeCalls(&v1Service{w: w}, &legacyService{w: w}) {
 		taken := answerOf(do(ctx, bobs.Name))
 		taken.message = strings.ReplaceAll(taken.message, bobs.Name, "NAME")
 		free := answerOf(do(ctx, "nobodys-project"))

@@ -131,11 +131,11 @@ func (w *workspaces) quotas(user string, cur usage, key types.NamespacedName, a 
 	}
 	n := func(set map[types.NamespacedName]bool) int64 { return int64(len(set)) }
 	return []quota{
-		{"workspaces", a.workspace, n(cur.workspaces), with(cur.workspaces), int64(w.cfg.maxWorkspaces),
+		{"workspaces", a.workspace, n(cur.workspaces), with(cur.workspaces), int64(w.cfg.Quota.MaxWorkspaces),
 			fmt.Sprintf("user %s has %d workspaces, the most allowed", user, len(cur.workspaces))},
-		{"running", a.running, n(cur.running), with(cur.running), int64(w.cfg.maxRunning),
+		{"running", a.running, n(cur.running), with(cur.running), int64(w.cfg.Quota.MaxRunning),
 			fmt.Sprintf("user %s has %d running workspaces, the most allowed", user, len(cur.running))},
-		{"retained", a.retained, n(cur.kept), with(cur.kept), int64(w.cfg.maxRetained),
+		{"retained", a.retained, n(cur.kept), with(cur.kept), int64(w.cfg.Quota.MaxRetainedVolumes),
 			fmt.Sprintf("user %s keeps %d volumes, the most allowed; delete one they no longer need", user, len(cur.kept))},
 		{"storage", a.storage > 0 && w.cfg.maxStorage > 0, cur.storageWith(key, 0), cur.storageWith(key, a.storage), w.cfg.maxStorage,
 			fmt.Sprintf("user %s holds %s of volumes; %s more is over their storage budget of %s: delete a workspace or a kept volume they no longer need",

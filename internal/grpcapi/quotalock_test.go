@@ -90,8 +90,7 @@ func TestQuotaLockOfADeadReplicaExpires(t *testing.T) {
 // last running workspace when replica B counts; B must see A's and refuse, not count around it.
 func TestQuotaHoldsWhileAnotherReplicaCreates(t *testing.T) {
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.maxRunning = []string{"ides"}, 1
+	cfg := testSettings(t, inIDEs, func(c *Config) { c.Quota.MaxRunning = 1 })
 	inside, bDone := make(chan struct{}), make(chan struct{})
 	slowCreate := interceptor.NewClient(server, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -234,8 +233,7 @@ func TestQuotaBurstWritesConcurrentlyAndHolds(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	})
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.maxWorkspaces, cfg.maxRunning = []string{"ides"}, 5, 5
+	cfg := testSettings(t, inIDEs, func(c *Config) { c.Quota.MaxWorkspaces, c.Quota.MaxRunning = 5, 5 })
 	w := newWorkspaces(c, c, c, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	hold, err := decide(w.quota, context.Background(), "max") // keeps the burst in one Lease
 	if err != nil {
@@ -267,7 +265,7 @@ func TestQuotaBurstWritesConcurrentlyAndHolds(t *testing.T) {
 	}
 
 	// One place left: a create whose write fails gives it back to the next, within one Lease.
-	cfg.maxWorkspaces, cfg.maxRunning = 6, 6
+	cfg.Quota.MaxWorkspaces, cfg.Quota.MaxRunning = 6, 6
 	u, err := w.quota.enter(context.Background(), "max") // holds the Lease, not the turn
 	if err != nil {
 		t.Fatal(err)

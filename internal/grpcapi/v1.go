@@ -70,7 +70,7 @@ func (s *v1Service) List(ctx context.Context, in *workspacev1.ListWorkspacesRequ
 	for i := range list {
 		ws := toV1(&list[i])
 		// Listing is no use of a workspace (Get is): what it says of use is what came before.
-		if last := s.w.cfg.activity.Of(list[i].UID).Last; !last.IsZero() {
+		if last := s.w.cfg.Activity.Of(list[i].UID).Last; !last.IsZero() {
 			ws.LastUsed = last.UTC().Format(time.RFC3339)
 		}
 		out.Workspaces = append(out.Workspaces, ws)
@@ -133,7 +133,7 @@ func (s *v1Service) RotateAccess(ctx context.Context, in *workspacev1.WorkspaceR
 
 func (s *v1Service) access(ws *infrav1alpha1.Workspace) *workspacev1.WorkspaceAccess {
 	rot := ws.Spec.Access.Rotation
-	return &workspacev1.WorkspaceAccess{Url: ws.Status.URL, Rotation: rot, Password: access.Password(s.w.cfg.accessKey, ws.UID, rot)}
+	return &workspacev1.WorkspaceAccess{Url: ws.Status.URL, Rotation: rot, Password: access.Password(s.w.cfg.AccessKey, ws.UID, rot)}
 }
 
 // KeepAlive marks the workspace used (ownedFrom does, for every call on it), postponing its

@@ -61,7 +61,7 @@ type workspaces struct {
 	// fresh reads around the cache, where a decision must see the latest writes (quotas).
 	fresh    client.Reader
 	notifier *notifier
-	cfg      *config
+	cfg      *settings
 
 	// quota takes each user's quota decisions one at a time, on every replica of the API, so
 	// that two concurrent calls cannot both take the last place (quota.go).
@@ -73,7 +73,7 @@ type workspaces struct {
 
 // newWorkspaces serves workspaces that it writes with c, reads from cache, and reads around the
 // cache with fresh; its Workspace reads decode each object on its own (decodingReader).
-func newWorkspaces(c client.Client, cache, fresh client.Reader, n *notifier, cfg *config, quota *quotaLock) *workspaces {
+func newWorkspaces(c client.Client, cache, fresh client.Reader, n *notifier, cfg *settings, quota *quotaLock) *workspaces {
 	return &workspaces{c: decodingClient{Client: c, reads: decodingReader{Reader: cache}}, fresh: decodingReader{Reader: fresh},
 		notifier: n, cfg: cfg, quota: quota}
 }
@@ -205,7 +205,7 @@ func ownerIndex(o client.Object) []string {
 func (w *workspaces) watchSlot(user string) (release func(), err error) {
 	w.watchMu.Lock()
 	defer w.watchMu.Unlock()
-	if w.watching[user] >= w.cfg.maxWatches {
+	if w.watching[user] >= w.cfg.Quota.MaxWatches {
 		return nil, status.Errorf(codes.ResourceExhausted, "user %s has %d Watch streams open, the most allowed", user, w.watching[user])
 	}
 	if w.watching == nil {
@@ -322,7 +322,7 @@ func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.W
 	if err := w.c.Create(ctx, defaulted, client.DryRunAll); err != nil {
 		return 0, createError(err, ws.Name, f)
 	}
-	if ferr := w.cfg.limits.Check(&defaulted.Spec); ferr != nil {
+	if ferr := w.cfg.Limits.Check(&defaulted.Spec); ferr != nil {
 		over := apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("Workspace").GroupKind(), ws.Name, field.ErrorList{ferr})
 		return 0, createError(over, ws.Name, f)
 	}
@@ -336,7 +336,7 @@ func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.W
 // server's maximum. With cleanup, a workspace that fails or runs out of time is deleted, so a
 // failed create leaves nothing behind.
 func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, uid types.UID, poke <-chan struct{}, cleanup bool) (*infrav1alpha1.Workspace, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.maxWait)
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.MaxWait)
 	defer cancel()
 	for {
 		var ws infrav1alpha1.Workspace
@@ -421,7 +421,7 @@ func (w *workspaces) ownedFrom(ctx context.Context, r client.Reader, user, ns, n
 	case err != nil:
 		return nil, toStatus(err, "reading workspace "+name)
 	}
-	w.cfg.activity.Used(ws.UID, time.Now()) // a call on it is a use: it postpones an idle stop
+	w.cfg.Activity.Used(ws.UID, time.Now()) // a call on it is a use: it postpones an idle stop
 	return ws, nil
 }
 
@@ -467,7 +467,7 @@ func (w *workspaces) setRunning(ctx context.Context, user, ns, name string, runn
 		if ws.Spec.Running != nil && *ws.Spec.Running == running && !again {
 			return false, nil
 		}
-		if ferr := w.cfg.limits.Check(&ws.Spec); running && ferr != nil {
+		if ferr := w.cfg.Limits.Check(&ws.Spec); running && ferr != nil {
 			return false, status.Errorf(codes.FailedPrecondition, "workspace %s cannot start: %v", name, ferr)
 		}
 		ws.Spec.Running = ptr.To(running)

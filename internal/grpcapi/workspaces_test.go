@@ -73,8 +73,7 @@ func interruptedCreates(t *testing.T, cancel context.CancelFunc, raced client.Ob
 			return context.Canceled
 		},
 	})
-	cfg := defaultConfig()
-	cfg.namespaces = []string{"ides"}
+	cfg := testSettings(t, inIDEs)
 	return newWorkspaces(cache, cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), server
 }
 
@@ -146,8 +145,7 @@ func TestCreateStoredAfterTheCallGaveUpIsRemoved(t *testing.T) {
 			}
 		},
 	})
-	cfg := defaultConfig()
-	cfg.namespaces = []string{"ides"}
+	cfg := testSettings(t, inIDEs)
 	w := newWorkspaces(slowServer, slowServer, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -178,8 +176,7 @@ func TestAWorkspaceThatDoesNotDecodeIsItsOwnersBusiness(t *testing.T) {
 			return nil
 		},
 	})
-	cfg := defaultConfig()
-	cfg.namespaces = []string{"ides"}
+	cfg := testSettings(t, inIDEs)
 	w := newWorkspaces(cache, cache, server, newNotifier(), cfg, nil)
 	_, err := w.owned(context.Background(), "alice", "ides", "old", refFields)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "spec.startTimeout") {
@@ -217,7 +214,8 @@ func doctorUnstructured(u *unstructured.Unstructured, doctor func(*infrav1alpha1
 // cachedAs is the API over server with a cache whose copy of every workspace is what doctor
 // makes of the server's (an older version, or an earlier workspace of the name). refused
 // counts the patches of a workspace that the server refused as stale.
-func cachedAs(server client.WithWatch, doctor func(*infrav1alpha1.Workspace)) (w *workspaces, refused *atomic.Int32) {
+func cachedAs(t *testing.T, server client.WithWatch, doctor func(*infrav1alpha1.Workspace)) (w *workspaces, refused *atomic.Int32) {
+	t.Helper()
 	refused = &atomic.Int32{}
 	cache := interceptor.NewClient(server, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -237,8 +235,7 @@ func cachedAs(server client.WithWatch, doctor func(*infrav1alpha1.Workspace)) (w
 			return err
 		},
 	})
-	cfg := defaultConfig()
-	cfg.namespaces = []string{"ides"}
+	cfg := testSettings(t, inIDEs)
 	return newWorkspaces(cache, cache, server, newNotifier(), cfg, newQuotaLock(server, server, "ops")), refused
 }
 
@@ -252,7 +249,7 @@ func TestStaleReadNeverStartsOrStopsAnotherUsersWorkspace(t *testing.T) {
 			Spec: infrav1alpha1.WorkspaceSpec{Owner: "bob", Running: ptr.To(bobRunning)}}
 		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(bobs).
 			WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-		w, refused := cachedAs(server, func(ws *infrav1alpha1.Workspace) {
+		w, refused := cachedAs(t, server, func(ws *infrav1alpha1.Workspace) {
 			ws.UID, ws.ResourceVersion, ws.Spec.Owner = "alices-uid", "1", "alice"
 		})
 		ctx := context.Background()
@@ -291,8 +288,7 @@ func TestQuotaCountsAStoppingWorkspaceAsRunning(t *testing.T) {
 	}{{infrav1alpha1.WorkspaceStopping, true}, {infrav1alpha1.WorkspaceRunning, true}, {infrav1alpha1.WorkspaceStopped, false}} {
 		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
 			WithObjects(ws("a", true, infrav1alpha1.WorkspaceRunning), ws("b", false, tc.phase)).Build()
-		cfg := defaultConfig()
-		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
+		cfg := testSettings(t, inIDEs, func(c *Config) { c.Quota.MaxRunning = 2 })
 		w := newWorkspaces(server, server, server, newNotifier(), cfg, nil)
 		err := allows(w, "gina", ask{running: true})
 		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
@@ -311,8 +307,7 @@ func TestRetainedVolumesCountAgainstAQuota(t *testing.T) {
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "hana", Storage: infrav1alpha1.WorkspaceStorage{ReclaimPolicy: infrav1alpha1.ReclaimRetain}}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
 		WithObjects(released, keeping).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.maxRetained = []string{"ides"}, 2
+	cfg := testSettings(t, inIDEs, func(c *Config) { c.Quota.MaxRetainedVolumes = 2 })
 	w := newWorkspaces(server, server, server, newNotifier(), cfg, nil)
 	err := allows(w, "hana", ask{workspace: true, running: true, retained: true})
 	if status.Code(err) != codes.ResourceExhausted {
@@ -346,8 +341,7 @@ func TestStorageBudgetCountsLiveAndKeptVolumes(t *testing.T) {
 	going.DeletionTimestamp, going.Finalizers = ptr.To(metav1.Now()), []string{infrav1alpha1.Finalizer}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
 		WithObjects(released, sized("home", "10Gi"), going).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.maxStorage, cfg.maxWorkspaces, cfg.maxRunning = []string{"ides"}, gi(20), 10, 10
+	cfg := testSettings(t, inIDEs, func(c *Config) { c.Quota.MaxStorage, c.Quota.MaxWorkspaces, c.Quota.MaxRunning = "20Gi", 10, 10 })
 	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	claim := func(user, name string, bytes int64) error {
 		ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: name},
@@ -402,7 +396,7 @@ func TestStopWhileTheCacheLagsSucceeds(t *testing.T) {
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(mine).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
 	// The cache shows the version before the operator's status write.
-	w, refused := cachedAs(server, func(ws *infrav1alpha1.Workspace) { ws.ResourceVersion = "1" })
+	w, refused := cachedAs(t, server, func(ws *infrav1alpha1.Workspace) { ws.ResourceVersion = "1" })
 	if _, err := w.setRunning(context.Background(), "lou", "ides", "mine", false, refFields); err != nil {
 		t.Fatalf("stop with a lagging cache: %v", err)
 	}
@@ -443,9 +437,8 @@ func TestCreateChecksLimitsOnTheDefaultedWorkspace(t *testing.T) {
 					return c.Create(ctx, obj, opts...)
 				},
 			}).Build()
-		cfg := defaultConfig()
-		cfg.namespaces = []string{"ides"}
-		cfg.limits = workspace.Limits{Memory: resource.MustParse(tc.limit)}
+		cfg := testSettings(t, inIDEs)
+		cfg.Limits = workspace.Limits{Memory: resource.MustParse(tc.limit)}
 		w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 		_, err := w.create(context.Background(), "nina", spec{name: "small", namespace: "ides", fields: v1Fields}, false)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "workspace.memory:") {
@@ -475,8 +468,7 @@ func TestQuotaCountsAStopWithNoPhaseAsRunning(t *testing.T) {
 			Spec: infrav1alpha1.WorkspaceSpec{Owner: "gina", Running: ptr.To(false)}, Status: infrav1alpha1.WorkspaceStatus{Inventory: tc.inventory}}
 		server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).
 			WithObjects(running, noPhase).Build()
-		cfg := defaultConfig()
-		cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
+		cfg := testSettings(t, inIDEs, func(c *Config) { c.Quota.MaxRunning = 2 })
 		w := newWorkspaces(server, server, server, newNotifier(), cfg, nil)
 		err := allows(w, "gina", ask{running: true})
 		if full := status.Code(err) == codes.ResourceExhausted; full != tc.full {
@@ -495,8 +487,8 @@ func TestStartOverALoweredLimitIsRefused(t *testing.T) {
 			Resources: infrav1alpha1.WorkspaceResources{Memory: ptr.To(resource.MustParse("4Gi"))}}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(big).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.limits = []string{"ides"}, workspace.Limits{Memory: resource.MustParse("2Gi")}
+	cfg := testSettings(t, inIDEs)
+	cfg.Limits = workspace.Limits{Memory: resource.MustParse("2Gi")}
 	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	_, err := w.setRunning(context.Background(), "olga", "ides", "big", true, refFields)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "spec.resources.memory") {
@@ -520,8 +512,7 @@ func TestStartAgainAfterTheOperatorStoppedIt(t *testing.T) {
 		Spec: infrav1alpha1.WorkspaceSpec{Owner: "pia", Running: ptr.To(true)}, Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}}
 	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(stoppedByOperator, other).
 		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
-	cfg := defaultConfig()
-	cfg.namespaces, cfg.maxRunning = []string{"ides"}, 2
+	cfg := testSettings(t, inIDEs, func(c *Config) { c.Quota.MaxRunning = 2 })
 	w := newWorkspaces(server, server, server, newNotifier(), cfg, newQuotaLock(server, server, "ops"))
 	if err := allows(w, "pia", ask{running: true}); err != nil {
 		t.Errorf("one running, one stopped by the operator, quota 2: %v, want room for one more", err)

@@ -27,7 +27,6 @@ import (
 
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 
 	// Named apart from the suite's running operator (var operator).
@@ -149,20 +148,19 @@ func startManagerOf(ws []watches.Watch, withWebhooks bool, opts []engine.Option,
 	return startConfigured(ws, withWebhooks, suiteKinds(), opts, namespaces...)
 }
 
-// suiteKinds is the kinds' configuration the suite's operator runs with.
+// suiteKinds is the kinds' configuration the suite's operator runs with, given the key as the
+// operator gives it (outside a cluster: no namespace of its own).
 func suiteKinds() controllers.Config {
-	return controllers.Config{
+	kinds := controllers.Config{
 		Workspace: controllers.WorkspaceConfig{
-			Limits: workspace.DefaultLimits(), AccessKey: accessKey, MaxFailedStarts: controllers.DefaultMaxFailedStarts,
-			IdleWarning: controllers.DefaultIdleWarning, Activity: activity.New(), ActivityInterval: 500 * time.Millisecond,
+			Limits: workspace.DefaultLimits(), MaxFailedStarts: controllers.DefaultMaxFailedStarts,
+			IdleWarning: controllers.DefaultIdleWarning, ActivityInterval: 500 * time.Millisecond,
 			IngressAnnotations: map[string]string{"cert-manager.io/cluster-issuer": "test-issuer"},
 		},
-		VM: func() controllers.VMConfig {
-			c := vmConfig
-			c.AccessKey, c.Activity, c.ActivityInterval = accessKey, activity.New(), 500*time.Millisecond
-			return c
-		}(),
+		VM: vmConfig,
 	}
+	kinds.VM.ActivityInterval = 500 * time.Millisecond
+	return app.WithKey(kinds, accessKey, "")
 }
 
 // startConfigured is startManagerOf with the kinds configured as an admin's flags would.
