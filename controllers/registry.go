@@ -1,6 +1,3 @@
-// Package controllers holds the Go lifecycle of each kind the operator ships — values from the
-// typed spec, status projection, what outlives a delete — and the registry that hands them to
-// the engine (internal/engine), which does all reading and writing.
 package controllers
 
 import (
