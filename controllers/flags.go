@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -174,6 +176,44 @@ func namespaceFlag(list *[]string) func(string) error {
 			return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
 		}
 		*list = append(*list, ns)
+		return nil
+	}
+}
+
+// CIDRFlag appends each value, a CIDR such as 10.1.2.3/32, to list: a repeatable flag.
+func CIDRFlag(list *[]string) func(string) error {
+	return func(v string) error {
+		if _, err := netip.ParsePrefix(v); err != nil {
+			return fmt.Errorf("%q is not a CIDR: %w", v, err)
+		}
+		*list = append(*list, v)
+		return nil
+	}
+}
+
+// LabelFlag sets each value, key=value, in *m: a repeatable flag.
+func LabelFlag(m *map[string]string) func(string) error {
+	return func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(val)) > 0 {
+			return fmt.Errorf("%q is not a label key=value", v)
+		}
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		(*m)[k] = val
+		return nil
+	}
+}
+
+// PortFlag appends each value, a port number, to list: a repeatable flag.
+func PortFlag(list *[]int32) func(string) error {
+	return func(v string) error {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("%q is not a port", v)
+		}
+		*list = append(*list, int32(p))
 		return nil
 	}
 }
