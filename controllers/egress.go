@@ -70,34 +70,68 @@ func (c EgressConfig) values() map[string]any {
 
 func isIPv6CIDR(s string) bool { return strings.Contains(s, ":") }
 
-// validate refuses CIDRs the API server would refuse in a NetworkPolicy: not canonical, or
-// (for an exception) all of the internet, which no ipBlock may except.
+// validate refuses what the API server would refuse in a NetworkPolicy, naming the flag that
+// sets it: a Config may be built without the flags, which check only the syntax.
 func (c EgressConfig) validate() error {
-	for _, list := range []struct {
-		flag  string
-		cidrs []string
-	}{{"denied", c.DeniedCIDRs}, {"allowed", c.AllowedCIDRs}} {
-		for _, s := range list.cidrs {
-			p, err := netip.ParsePrefix(s)
-			switch {
-			case err != nil:
-				return fmt.Errorf("egress %s CIDR %q: %w", list.flag, s, err)
-			case p.Masked() != p:
-				return fmt.Errorf("egress %s CIDR %q has host bits set; did you mean %s?", list.flag, s, p.Masked())
-			case list.flag == "denied" && p.Bits() == 0:
-				return fmt.Errorf("egress denied CIDR %q is all of the internet, which an ipBlock cannot except", s)
-			}
+	for _, s := range c.DeniedCIDRs {
+		if err := validPolicyCIDR(s, true); err != nil {
+			return fmt.Errorf("--egress-denied-cidr: %w", err)
+		}
+	}
+	for _, s := range c.AllowedCIDRs {
+		if err := validPolicyCIDR(s, false); err != nil {
+			return fmt.Errorf("--egress-allowed-cidr: %w", err)
 		}
 	}
 	for _, p := range c.DNSPorts {
-		if p < 1 || p > 65535 {
-			return fmt.Errorf("egress DNS port %d is not a port", p)
+		if err := validPort(int64(p)); err != nil {
+			return fmt.Errorf("--egress-dns-port: %w", err)
 		}
 	}
 	for k, v := range c.DNSPodLabels {
-		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
-			return fmt.Errorf("egress DNS pod label %s=%s is not a valid label", k, v)
+		if err := validLabel(k, v); err != nil {
+			return fmt.Errorf("--egress-dns-pod-label: %w", err)
 		}
+	}
+	return nil
+}
+
+// validPolicyCIDR refuses a CIDR an ipBlock cannot hold: not canonical, or, as an exception
+// (a denied range), all of the internet, which no ipBlock may except.
+func validPolicyCIDR(s string, exception bool) error {
+	p, err := parseCIDR(s)
+	switch {
+	case err != nil:
+		return err
+	case p.Masked() != p:
+		return fmt.Errorf("%q has host bits set; did you mean %s?", s, p.Masked())
+	case exception && p.Bits() == 0:
+		return fmt.Errorf("%q is all of the internet, which an ipBlock cannot except", s)
+	}
+	return nil
+}
+
+// parseCIDR parses s, a CIDR such as 10.1.2.3/32.
+func parseCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR: %w", s, err)
+	}
+	return p, nil
+}
+
+// validPort refuses a number that is no TCP or UDP port.
+func validPort(p int64) error {
+	if p < 1 || p > 65535 {
+		return fmt.Errorf("%d is not a port (1 to 65535)", p)
+	}
+	return nil
+}
+
+// validLabel refuses a label key and value the API server would refuse, saying why.
+func validLabel(key, value string) error {
+	if errs := append(validation.IsQualifiedName(key), validation.IsValidLabelValue(value)...); len(errs) > 0 {
+		return fmt.Errorf("%s=%s is not a valid label: %s", key, value, strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,5 +80,41 @@ func checkEgress(t *testing.T, name string, rules []networkingv1.NetworkPolicyEg
 	}
 	if len(allowed) > 0 && (len(rules[2].To) != len(allowed) || rules[2].To[0].IPBlock.CIDR != allowed[0] || rules[2].To[0].IPBlock.Except != nil) {
 		t.Errorf("%s: allowed rule = %+v, want %v", name, rules[2], allowed)
+	}
+}
+
+// TestEgressFlagsAndValidateShareTheirRules: a value the flag refuses is refused by Validate too
+// (a Config built without the flags), and both errors name the value; Validate's names the flag.
+func TestEgressFlagsAndValidateShareTheirRules(t *testing.T) {
+	for _, tc := range []struct {
+		name, flag, value string
+		cfg               EgressConfig
+		says              string // in both errors
+	}{
+		{name: "port 0", flag: "egress-dns-port", value: "0",
+			cfg: EgressConfig{DNSPorts: []int32{0}}, says: "0 is not a port"},
+		{name: "a port beyond 65535", flag: "egress-dns-port", value: "70000",
+			cfg: EgressConfig{DNSPorts: []int32{70000}}, says: "70000 is not a port"},
+		{name: "a label value with a space", flag: "egress-dns-pod-label", value: "k8s-app=kube dns",
+			cfg: EgressConfig{DNSPodLabels: map[string]string{"k8s-app": "kube dns"}}, says: "k8s-app=kube dns is not a valid label"},
+		{name: "a label key with a space", flag: "egress-dns-pod-label", value: "k8s app=kube-dns",
+			cfg: EgressConfig{DNSPodLabels: map[string]string{"k8s app": "kube-dns"}}, says: "k8s app=kube-dns is not a valid label"},
+		{name: "a host name for a denied CIDR", flag: "egress-denied-cidr", value: "git.example.com",
+			cfg: EgressConfig{DeniedCIDRs: []string{"git.example.com"}}, says: `"git.example.com" is not a CIDR`},
+		{name: "a host name for an allowed CIDR", flag: "egress-allowed-cidr", value: "git.example.com",
+			cfg: EgressConfig{AllowedCIDRs: []string{"git.example.com"}}, says: `"git.example.com" is not a CIDR`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := parseFlags("--" + tc.flag + "=" + tc.value); err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("--%s=%s: %v, want a refusal saying %q", tc.flag, tc.value, err, tc.says)
+			}
+			err := Config{Egress: tc.cfg}.Validate()
+			if err == nil || !strings.HasPrefix(err.Error(), "--"+tc.flag+": ") || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("Validate: %v, want a refusal naming --%s and saying %q", err, tc.flag, tc.says)
+			}
+		})
+	}
+	if err := parseFlags("--egress-dns-port=dns"); err == nil || !strings.Contains(err.Error(), `"dns" is not a port number`) {
+		t.Errorf("--egress-dns-port=dns: %v, want a refusal naming the value", err)
 	}
 }

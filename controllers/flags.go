@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -183,8 +182,8 @@ func namespaceFlag(list *[]string) func(string) error {
 // CIDRFlag appends each value, a CIDR such as 10.1.2.3/32, to list: a repeatable flag.
 func CIDRFlag(list *[]string) func(string) error {
 	return func(v string) error {
-		if _, err := netip.ParsePrefix(v); err != nil {
-			return fmt.Errorf("%q is not a CIDR: %w", v, err)
+		if _, err := parseCIDR(v); err != nil {
+			return err
 		}
 		*list = append(*list, v)
 		return nil
@@ -195,8 +194,11 @@ func CIDRFlag(list *[]string) func(string) error {
 func LabelFlag(m *map[string]string) func(string) error {
 	return func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
-		if !ok || len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(val)) > 0 {
+		if !ok {
 			return fmt.Errorf("%q is not a label key=value", v)
+		}
+		if err := validLabel(k, val); err != nil {
+			return err
 		}
 		if *m == nil {
 			*m = map[string]string{}
@@ -210,8 +212,11 @@ func LabelFlag(m *map[string]string) func(string) error {
 func PortFlag(list *[]int32) func(string) error {
 	return func(v string) error {
 		p, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || p < 1 || p > 65535 {
-			return fmt.Errorf("%q is not a port", v)
+		if err != nil {
+			return fmt.Errorf("%q is not a port number", v)
+		}
+		if err := validPort(p); err != nil {
+			return err
 		}
 		*list = append(*list, int32(p))
 		return nil
