@@ -9,13 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -215,36 +213,3 @@ func (p *activityProbe) probe(ctx context.Context, ws *infrav1alpha1.Workspace) 
 
 // probeParallelism is how many resources an activity probe reads at once.
 const probeParallelism = 8
-
-// inParallel runs each job, at most limit at a time, and returns when all have.
-func inParallel(limit int, jobs []func()) {
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, limit)
-	for _, job := range jobs {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			job()
-		})
-	}
-	wg.Wait()
-}
-
-// leaderLoop runs run every interval on the leader only (the activity record and the deletes
-// are the leader's), until the manager stops; what names its work in the log when it fails.
-type leaderLoop struct {
-	what     string
-	interval time.Duration
-	run      func(context.Context) error
-}
-
-func (leaderLoop) NeedLeaderElection() bool { return true }
-
-func (l leaderLoop) Start(ctx context.Context) error {
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := l.run(ctx); err != nil {
-			log.FromContext(ctx).Error(err, l.what)
-		}
-	}, l.interval)
-	return nil
-}
