@@ -41,8 +41,11 @@ type idlePolicy struct {
 	use                        activity.Use
 }
 
-// stale is how old a reading of an IDE's activity may be and still count.
-func (p idlePolicy) stale() time.Duration { return 3 * cmp.Or(p.interval, DefaultActivityInterval) }
+// readingMaxAge is how old a reading of a resource's activity (its IDE's, its launcher's) may
+// be and still count: older, its use is unknown.
+func (p idlePolicy) readingMaxAge() time.Duration {
+	return 3 * cmp.Or(p.interval, DefaultActivityInterval)
+}
 
 // timeoutFor is the idle timeout of a resource whose spec asks for own: the shorter of its own
 // and the operator's, either when the other is unset; 0 when neither is (no idle stop).
@@ -104,7 +107,7 @@ func idleStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, p
 // ok is false when no idle stop applies (no timeout, or its use unknown).
 func (p idlePolicy) idleTimes(own *metav1.Duration, startedAt *metav1.Time, now time.Time) (stopAt, warnAt time.Time, ok bool) {
 	timeout := p.timeoutFor(own)
-	if timeout <= 0 || startedAt == nil || now.Sub(p.use.Read) > p.stale() {
+	if timeout <= 0 || startedAt == nil || now.Sub(p.use.Read) > p.readingMaxAge() {
 		return time.Time{}, time.Time{}, false
 	}
 	last := startedAt.Time
