@@ -57,8 +57,8 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Opti
 		}
 		workspaces = mgr.GetCache()
 		if cfg.Workspace.Activity != nil {
-			probe := newActivityProbe(mgr.GetCache(), cfg.Workspace)
-			if err := mgr.Add(leaderLoop{"reading the IDEs' activity", cmp.Or(cfg.Workspace.ActivityInterval, DefaultActivityInterval), probe.probeAll}); err != nil {
+			probe := newIDEActivityProbe(mgr.GetCache(), cfg.Workspace)
+			if err := mgr.Add(leaderLoop{"reading the IDEs' activity", probe.interval, probe.probeAll}); err != nil {
 				return fmt.Errorf("adding the IDE activity probe: %w", err)
 			}
 		}
@@ -77,7 +77,7 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Opti
 	}
 	if ServesVMs(ws) && cfg.VM.Activity != nil && len(cfg.VM.AccessKey) > 0 {
 		probe := newVMActivityProbe(mgr.GetCache(), cfg.VM)
-		if err := mgr.Add(leaderLoop{"reading the VMs' activity", cmp.Or(cfg.VM.ActivityInterval, DefaultActivityInterval), probe.probeAll}); err != nil {
+		if err := mgr.Add(leaderLoop{"reading the VMs' activity", probe.interval, probe.probeAll}); err != nil {
 			return fmt.Errorf("adding the VM activity probe: %w", err)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -28,11 +27,6 @@ const DefaultIdleWarning = 5 * time.Minute
 // codeServerHeartbeat is how often code-server's heartbeat beats while the IDE is in use (its
 // Heart's heartbeatInterval): a request beats it only when the last beat is older.
 const codeServerHeartbeat = time.Minute
-
-// DefaultActivityInterval is how often the operator reads each running IDE's activity. An IDE
-// whose activity was last read more than three intervals ago is of unknown use, and not
-// stopped.
-const DefaultActivityInterval = 30 * time.Second
 
 // idlePolicy is what decides a running workspace's idle stop: the operator's timeout, warning
 // and reading interval, and what is known of the workspace's use.
@@ -134,63 +128,47 @@ func (p idlePolicy) untilCheck(running bool, own *metav1.Duration, startedAt *me
 	}
 }
 
-// activityProbe reads each running IDE's own account of its use into the activity record:
-// code-server's /healthz answers its last heartbeat, which any request but a health check
-// beats, and an open connection (an IDE tab, a terminal) beats every minute. The probe's own
-// connection is closed after each read, so that it never counts as one. It runs on the leader
-// (see leaderLoop), every interval, only for workspaces an idle timeout applies to.
-type activityProbe struct {
-	reader   client.Reader
-	activity *activity.Record
-	idle     idlePolicy // the operator's timeout; use is per workspace
-	http     *http.Client
-}
-
-func newActivityProbe(reader client.Reader, cfg WorkspaceConfig) *activityProbe {
+// newIDEActivityProbe reads each running IDE's own account of its use into the activity
+// record: code-server's /healthz answers its last heartbeat, which any request but a health
+// check beats, and an open connection (an IDE tab, a terminal) beats every minute. The probe's
+// own connection is closed after each read, so that it never counts as one. Only workspaces an
+// idle timeout applies to are read.
+func newIDEActivityProbe(reader client.Reader, cfg WorkspaceConfig) *activityProbe[*infrav1alpha1.Workspace] {
 	transport := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}
-	return &activityProbe{reader: reader, activity: cfg.Activity, idle: cfg.idle(activity.Use{}),
-		http: &http.Client{Transport: transport, Timeout: 3 * time.Second}}
+	ide := ideActivity{record: cfg.Activity, http: &http.Client{Transport: transport, Timeout: 3 * time.Second}}
+	idle := cfg.idle(activity.Use{}) // the operator's timeout; use is per workspace
+	return newActivityProbe(reader, cfg.Activity, cfg.ActivityInterval, workspaceGVK,
+		func(obj *unstructured.Unstructured) (*infrav1alpha1.Workspace, bool) { return probedIDE(obj, idle) }, ide.read)
 }
 
-// probeAll reads the activity of every running workspace an idle timeout applies to, a few
-// at a time, and forgets the workspaces that are gone.
-func (p *activityProbe) probeAll(ctx context.Context) error {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(infrav1alpha1.GroupVersion.WithKind("WorkspaceList"))
-	if err := p.reader.List(ctx, list); err != nil {
-		return fmt.Errorf("listing workspaces: %w", err)
+// probedIDE is the workspace obj if its IDE is to be read: running, at an address, and with an
+// idle timeout that applies to it.
+func probedIDE(obj *unstructured.Unstructured, idle idlePolicy) (*infrav1alpha1.Workspace, bool) {
+	if !inPhase(obj, string(infrav1alpha1.WorkspaceRunning)) {
+		return nil, false
 	}
-	// The use of every workspace there is is kept: a stopped one's calls say it is not stale.
-	live := map[types.UID]bool{}
-	for i := range list.Items {
-		live[list.Items[i].GetUID()] = true
+	ws, err := workspace.Decode(obj)
+	if err != nil || ws.Status.Phase != infrav1alpha1.WorkspaceRunning || ws.Status.PodIP == "" || idle.timeoutFor(ws.Spec.IdleTimeout) <= 0 {
+		return nil, false
 	}
-	var reads []func()
-	for i := range list.Items {
-		// Only running IDEs are read: their phase is looked at before the whole object is decoded.
-		if phase, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "phase"); phase != string(infrav1alpha1.WorkspaceRunning) {
-			continue
-		}
-		ws, err := workspace.Decode(&list.Items[i])
-		if err != nil || ws.Status.Phase != infrav1alpha1.WorkspaceRunning || ws.Status.PodIP == "" || p.idle.timeoutFor(ws.Spec.IdleTimeout) <= 0 {
-			continue
-		}
-		reads = append(reads, func() { p.probe(ctx, ws) })
-	}
-	inParallel(probeParallelism, reads)
-	p.activity.Keep(func(uid types.UID) bool { return live[uid] })
-	return nil
+	return ws, true
 }
 
-// probe reads one IDE's last heartbeat; an IDE that does not answer is left unread.
-func (p *activityProbe) probe(ctx context.Context, ws *infrav1alpha1.Workspace) {
+// ideActivity reads an IDE's last heartbeat into the activity record.
+type ideActivity struct {
+	record *activity.Record
+	http   *http.Client
+}
+
+// read reads one IDE's last heartbeat; an IDE that does not answer is left unread.
+func (r ideActivity) read(ctx context.Context, ws *infrav1alpha1.Workspace) {
 	port := int(orDefault(ws.Status.Port, workspace.DefaultPort))
 	url := "http://" + net.JoinHostPort(ws.Status.PodIP, strconv.Itoa(port)) + "/healthz"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return
 	}
-	resp, err := p.http.Do(req)
+	resp, err := r.http.Do(req)
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("an IDE's activity could not be read", "workspace", client.ObjectKeyFromObject(ws), "error", err.Error())
 		return
@@ -211,8 +189,5 @@ func (p *activityProbe) probe(ctx context.Context, ws *infrav1alpha1.Workspace) 
 			last = now
 		}
 	}
-	p.activity.Read(ws.UID, now, last)
+	r.record.Read(ws.UID, now, last)
 }
-
-// probeParallelism is how many resources an activity probe reads at once.
-const probeParallelism = 8
