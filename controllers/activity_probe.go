@@ -20,6 +20,11 @@ import (
 // is of unknown use, and not stopped (idlePolicy.readingMaxAge).
 const DefaultActivityInterval = 30 * time.Second
 
+// activityInterval is the reading interval of a kind whose settings ask for interval.
+func activityInterval(interval time.Duration) time.Duration {
+	return cmp.Or(interval, DefaultActivityInterval)
+}
+
 // probeParallelism is how many resources an activity probe reads at once.
 const probeParallelism = 8
 
@@ -44,7 +49,7 @@ type activityProbe[T any] struct {
 // when 0), reading those selected picks with read into record.
 func newActivityProbe[T any](reader client.Reader, record *activity.Record, interval time.Duration, kind schema.GroupVersionKind,
 	selected func(*unstructured.Unstructured) (T, bool), read func(context.Context, T)) *activityProbe[T] {
-	return &activityProbe[T]{reader: reader, record: record, interval: cmp.Or(interval, DefaultActivityInterval),
+	return &activityProbe[T]{reader: reader, record: record, interval: activityInterval(interval),
 		kind: kind, selected: selected, read: read}
 }
 

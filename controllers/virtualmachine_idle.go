@@ -148,3 +148,23 @@ func (r launcherReader) ask(ctx context.Context, vm *infrav1alpha1.VirtualMachin
 	}
 	return got, nil
 }
+
+// vmIdleStatus is a running VM's status with the idle policy applied: unused for its timeout,
+// it is stopped (StoppedIdle), its disk kept; within the warning before that,
+// status.idleStopAt and the message say when. Unlike a workspace's, whose phase machine applies
+// the policy once its IDE is ready, a VM's status is complete before: this looks at its phase
+// itself, and keeps status.status, which repeats the phase, in step.
+func vmIdleStatus(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus, p idlePolicy, now time.Time) infrav1alpha1.VirtualMachineStatus {
+	if st.Phase != infrav1alpha1.VMRunning {
+		return st
+	}
+	v := p.verdict(vm.Spec.IdleTimeout, st.StartedAt, vm.Status.IdleStopAt != nil, now, "disk")
+	switch {
+	case v.stop:
+		st.Phase, st.StoppedReason, st.Message = infrav1alpha1.VMStopping, infrav1alpha1.StoppedIdle, v.message
+	case v.stopAt != nil:
+		st.IdleStopAt, st.Message = v.stopAt, v.message
+	}
+	st.Status = string(st.Phase)
+	return st
+}

@@ -11,26 +11,6 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 )
 
-func TestIdleTimeoutIsTheShorter(t *testing.T) {
-	for _, tc := range []struct {
-		operator, own, want time.Duration
-	}{
-		{0, 0, 0},
-		{time.Hour, 0, time.Hour},
-		{0, 10 * time.Minute, 10 * time.Minute},
-		{time.Hour, 10 * time.Minute, 10 * time.Minute},
-		{10 * time.Minute, time.Hour, 10 * time.Minute}, // a spec asks for less, never more
-	} {
-		ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{})
-		if tc.own > 0 {
-			ws.Spec.IdleTimeout = &metav1.Duration{Duration: tc.own}
-		}
-		if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws.Spec.IdleTimeout); got != tc.want {
-			t.Errorf("operator %s, spec %s: %s, want %s", tc.operator, tc.own, got, tc.want)
-		}
-	}
-}
-
 // TestIdleStatus: a running IDE is warned of, then stopped for, being unused for its idle
 // timeout, counted from its last use or its start; one whose use is unknown (not read lately)
 // never is.

@@ -1,0 +1,59 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+)
+
+func TestIdleTimeoutIsTheShorter(t *testing.T) {
+	for _, tc := range []struct {
+		operator, own, want time.Duration
+	}{
+		{0, 0, 0},
+		{time.Hour, 0, time.Hour},
+		{0, 10 * time.Minute, 10 * time.Minute},
+		{time.Hour, 10 * time.Minute, 10 * time.Minute},
+		{10 * time.Minute, time.Hour, 10 * time.Minute}, // a spec asks for less, never more
+	} {
+		ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{})
+		if tc.own > 0 {
+			ws.Spec.IdleTimeout = &metav1.Duration{Duration: tc.own}
+		}
+		if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws.Spec.IdleTimeout); got != tc.want {
+			t.Errorf("operator %s, spec %s: %s, want %s", tc.operator, tc.own, got, tc.want)
+		}
+	}
+}
+
+// TestNoticeStop: a stop the operator made just now is an event, written at once and looked at
+// again in a second (the next render halts what runs); an idle warning is an event alone; any
+// other status leaves the kind its own notices.
+func TestNoticeStop(t *testing.T) {
+	stopAt := metav1.NewTime(t0)
+	for _, tc := range []struct {
+		name       string
+		stoppedNow bool
+		idleStopAt *metav1.Time
+		want       engine.StatusResult
+		noticed    bool
+	}{
+		{name: "stopped just now", stoppedNow: true,
+			want: engine.StatusResult{RequeueAfter: time.Second, Prompt: true, Notice: engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: "m"}}, noticed: true},
+		{name: "warned of an idle stop", idleStopAt: &stopAt,
+			want: engine.StatusResult{RequeueAfter: time.Hour, Notice: engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: "m"}}, noticed: true},
+		{name: "neither", want: engine.StatusResult{RequeueAfter: time.Hour}, noticed: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := engine.StatusResult{RequeueAfter: time.Hour}
+			noticed := noticeStop(&res, tc.stoppedNow, tc.idleStopAt, "m")
+			if noticed != tc.noticed || res.RequeueAfter != tc.want.RequeueAfter || res.Prompt != tc.want.Prompt || res.Notice != tc.want.Notice {
+				t.Errorf("noticed %v, %+v; want %v, %+v", noticed, res, tc.noticed, tc.want)
+			}
+		})
+	}
+}
