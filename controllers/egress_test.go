@@ -36,8 +36,8 @@ func TestEgressPolicies(t *testing.T) {
 	custom := EgressConfig{DeniedCIDRs: []string{"10.96.0.0/12", "fd00::/8"}, AllowedCIDRs: []string{"10.20.30.40/32"},
 		DNSNamespace: "openshift-dns", DNSPodLabels: map[string]string{"dns.operator.openshift.io/daemonset-dns": "default"}, DNSPorts: []int32{5353}}
 	for _, kind := range []struct{ chart, kind, spec string }{
-		{"workspace", "Workspace", "{owner: alice}"},
-		{"virtualmachine", "VirtualMachine", "{}"},
+		{chart: "workspace", kind: "Workspace", spec: "{owner: alice}"},
+		{chart: "virtualmachine", kind: "VirtualMachine", spec: "{}"},
 	} {
 		cases := []struct {
 			name               string
@@ -47,15 +47,19 @@ func TestEgressPolicies(t *testing.T) {
 			v4Except, v6Except []string
 			allowed            []string
 		}{
-			{"defaults", EgressConfig{}, "kube-system", 53, DefaultEgressDeniedCIDRs[:5], DefaultEgressDeniedCIDRs[5:], nil},
-			{"an admin's", custom, "openshift-dns", 5353, []string{"10.96.0.0/12"}, []string{"fd00::/8"}, []string{"10.20.30.40/32"}},
+			{name: "defaults", cfg: EgressConfig{}, dnsNS: "kube-system", dnsPort: 53, v4Except: DefaultEgressDeniedCIDRs[:5],
+				v6Except: DefaultEgressDeniedCIDRs[5:]},
+			{name: "an admin's", cfg: custom, dnsNS: "openshift-dns", dnsPort: 5353, v4Except: []string{"10.96.0.0/12"},
+				v6Except: []string{"fd00::/8"}, allowed: []string{"10.20.30.40/32"}},
 		}
 		for _, tc := range cases {
-			np := egressPolicy(t, kind.chart, kind.kind, kind.spec, tc.cfg)
-			if np == nil || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
-				t.Fatalf("%s, %s: policy %+v does not bound egress", kind.kind, tc.name, np)
-			}
-			checkEgress(t, kind.kind+", "+tc.name, np.Spec.Egress, tc.dnsNS, tc.dnsPort, tc.v4Except, tc.v6Except, tc.allowed)
+			t.Run(kind.kind+", "+tc.name, func(t *testing.T) {
+				np := egressPolicy(t, kind.chart, kind.kind, kind.spec, tc.cfg)
+				if np == nil || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+					t.Fatalf("policy %+v does not bound egress", np)
+				}
+				checkEgress(t, np.Spec.Egress, tc.dnsNS, tc.dnsPort, tc.v4Except, tc.v6Except, tc.allowed)
+			})
 		}
 		if np := egressPolicy(t, kind.chart, kind.kind, kind.spec, EgressConfig{Unrestricted: true}); np != nil && (len(np.Spec.Egress) > 0 || slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)) {
 			t.Errorf("%s, unrestricted: egress is still bounded: %+v", kind.kind, np.Spec)
@@ -63,23 +67,23 @@ func TestEgressPolicies(t *testing.T) {
 	}
 }
 
-func checkEgress(t *testing.T, name string, rules []networkingv1.NetworkPolicyEgressRule, dnsNS string, dnsPort int32, v4, v6, allowed []string) {
+func checkEgress(t *testing.T, rules []networkingv1.NetworkPolicyEgressRule, dnsNS string, dnsPort int32, v4, v6, allowed []string) {
 	t.Helper()
 	if want := 2 + min(len(allowed), 1); len(rules) != want {
-		t.Fatalf("%s: %d egress rules, want %d: %+v", name, len(rules), want, rules)
+		t.Fatalf("%d egress rules, want %d: %+v", len(rules), want, rules)
 	}
 	dns := rules[0]
 	if dns.To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != dnsNS || dns.To[0].PodSelector == nil ||
 		len(dns.Ports) != 2 || dns.Ports[0].Port.IntVal != dnsPort || *dns.Ports[0].Protocol != corev1.ProtocolUDP || *dns.Ports[1].Protocol != corev1.ProtocolTCP {
-		t.Errorf("%s: DNS rule = %+v, want UDP and TCP %d to pods in %s", name, dns, dnsPort, dnsNS)
+		t.Errorf("DNS rule = %+v, want UDP and TCP %d to pods in %s", dns, dnsPort, dnsNS)
 	}
 	internet := rules[1].To
 	if len(rules[1].Ports) != 0 || len(internet) != 2 || internet[0].IPBlock.CIDR != "0.0.0.0/0" || !slices.Equal(internet[0].IPBlock.Except, v4) ||
 		internet[1].IPBlock.CIDR != "::/0" || !slices.Equal(internet[1].IPBlock.Except, v6) {
-		t.Errorf("%s: internet rule = %+v, want all but %v and %v", name, rules[1], v4, v6)
+		t.Errorf("internet rule = %+v, want all but %v and %v", rules[1], v4, v6)
 	}
 	if len(allowed) > 0 && (len(rules[2].To) != len(allowed) || rules[2].To[0].IPBlock.CIDR != allowed[0] || rules[2].To[0].IPBlock.Except != nil) {
-		t.Errorf("%s: allowed rule = %+v, want %v", name, rules[2], allowed)
+		t.Errorf("allowed rule = %+v, want %v", rules[2], allowed)
 	}
 }
 

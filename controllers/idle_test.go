@@ -12,21 +12,24 @@ import (
 
 func TestIdleTimeoutIsTheShorter(t *testing.T) {
 	for _, tc := range []struct {
+		name                string
 		operator, own, want time.Duration
 	}{
-		{0, 0, 0},
-		{time.Hour, 0, time.Hour},
-		{0, 10 * time.Minute, 10 * time.Minute},
-		{time.Hour, 10 * time.Minute, 10 * time.Minute},
-		{10 * time.Minute, time.Hour, 10 * time.Minute}, // a spec asks for less, never more
+		{name: "neither", operator: 0, own: 0, want: 0},
+		{name: "the operator's alone", operator: time.Hour, own: 0, want: time.Hour},
+		{name: "the spec's alone", operator: 0, own: 10 * time.Minute, want: 10 * time.Minute},
+		{name: "the spec asks for less", operator: time.Hour, own: 10 * time.Minute, want: 10 * time.Minute},
+		{name: "the spec asks for more: never", operator: 10 * time.Minute, own: time.Hour, want: 10 * time.Minute},
 	} {
-		ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{})
-		if tc.own > 0 {
-			ws.Spec.IdleTimeout = &metav1.Duration{Duration: tc.own}
-		}
-		if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws.Spec.IdleTimeout); got != tc.want {
-			t.Errorf("operator %s, spec %s: %s, want %s", tc.operator, tc.own, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{})
+			if tc.own > 0 {
+				ws.Spec.IdleTimeout = &metav1.Duration{Duration: tc.own}
+			}
+			if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws.Spec.IdleTimeout); got != tc.want {
+				t.Errorf("operator %s, spec %s: %s, want %s", tc.operator, tc.own, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -43,9 +46,11 @@ func TestNoticeStop(t *testing.T) {
 		noticed    bool
 	}{
 		{name: "stopped just now", stoppedNow: true,
-			want: engine.StatusResult{RequeueAfter: time.Second, Prompt: true, Notice: engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: "m"}}, noticed: true},
+			want:    engine.StatusResult{RequeueAfter: time.Second, Prompt: true, Notice: engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: "m"}},
+			noticed: true},
 		{name: "warned of an idle stop", idleStopAt: &stopAt,
-			want: engine.StatusResult{RequeueAfter: time.Hour, Notice: engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: "m"}}, noticed: true},
+			want:    engine.StatusResult{RequeueAfter: time.Hour, Notice: engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: "m"}},
+			noticed: true},
 		{name: "neither", want: engine.StatusResult{RequeueAfter: time.Hour}, noticed: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
