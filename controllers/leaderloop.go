@@ -11,8 +11,9 @@ import (
 
 // leaderLoop runs run every interval on the leader only (the activity record and the deletes
 // are the leader's), until the manager stops; what names its work in the log when it fails.
-// Setup adds one for each activity probe, the kept volume review and the stale reaper: the
-// work the kinds do on a clock rather than on a change the engine reconciles.
+// The activity probes, the kept volume review and the stale reaper are such loops
+// (leaderLoops): the work the kinds do on a clock rather than on a change the engine
+// reconciles.
 type leaderLoop struct {
 	what     string
 	interval time.Duration

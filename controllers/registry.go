@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -43,9 +42,10 @@ func lifecycles(cfg Config, workspaces client.Reader) []engine.Option {
 	}
 }
 
-// Setup serves every watches.yaml entry with the engine, with the shipped kinds' lifecycles.
-// The Workspaces' ingress hosts are indexed in the manager's cache (the engine's own view of
-// them), so that who holds a host is a lookup, not a list of every workspace.
+// Setup serves every watches.yaml entry with the engine, with the shipped kinds' lifecycles,
+// and adds the leader loops their settings ask for. The Workspaces' ingress hosts are indexed
+// in the manager's cache (the engine's own view of them), so that who holds a host is a
+// lookup, not a list of every workspace.
 func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Option) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -56,32 +56,36 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, cfg Config, opts ...engine.Opti
 			return err
 		}
 		workspaces = mgr.GetCache()
-		if cfg.Workspace.Activity != nil {
-			probe := newIDEActivityProbe(mgr.GetCache(), cfg.Workspace)
-			if err := mgr.Add(leaderLoop{"reading the IDEs' activity", probe.interval, probe.probeAll}); err != nil {
-				return fmt.Errorf("adding the IDE activity probe: %w", err)
-			}
-		}
-		if cfg.Workspace.StaleAfter > 0 {
-			kept := newRetainedVolumes(mgr, cfg.Workspace, cfg.Namespaces)
-			if err := mgr.Add(leaderLoop{"reviewing kept volumes", cmp.Or(cfg.Workspace.StaleInterval, DefaultStaleInterval), kept.sweep}); err != nil {
-				return fmt.Errorf("adding the kept volume review: %w", err)
-			}
-		}
-		if cfg.Workspace.DeleteStaleAfter > 0 {
-			reaper := newStaleReaper(mgr, cfg.Workspace)
-			if err := mgr.Add(leaderLoop{"deleting stale workspaces", reaper.interval, reaper.reap}); err != nil {
-				return fmt.Errorf("adding the stale workspace reaper: %w", err)
-			}
-		}
 	}
-	if ServesVMs(ws) && cfg.VM.Activity != nil && len(cfg.VM.AccessKey) > 0 {
-		probe := newVMActivityProbe(mgr.GetCache(), cfg.VM)
-		if err := mgr.Add(leaderLoop{"reading the VMs' activity", probe.interval, probe.probeAll}); err != nil {
-			return fmt.Errorf("adding the VM activity probe: %w", err)
+	for _, loop := range leaderLoops(mgr, ws, cfg) {
+		if err := mgr.Add(loop); err != nil {
+			return fmt.Errorf("adding the leader loop %s: %w", loop.what, err)
 		}
 	}
 	return engine.Setup(mgr, ws, append(lifecycles(cfg, workspaces), opts...)...)
+}
+
+// leaderLoops are the loops the served kinds' settings ask for: the IDE and VM activity
+// probes where an idle stop may apply, the kept volume review and the stale workspace reaper.
+func leaderLoops(mgr ctrl.Manager, ws []watches.Watch, cfg Config) []leaderLoop {
+	var loops []leaderLoop
+	if ServesWorkspaces(ws) && cfg.Workspace.Activity != nil {
+		probe := newIDEActivityProbe(mgr.GetCache(), cfg.Workspace)
+		loops = append(loops, leaderLoop{"reading the IDEs' activity", probe.interval, probe.probeAll})
+	}
+	if ServesWorkspaces(ws) && cfg.Workspace.StaleAfter > 0 {
+		kept := newRetainedVolumes(mgr, cfg.Workspace, cfg.Namespaces)
+		loops = append(loops, leaderLoop{"reviewing kept volumes", kept.interval, kept.sweep})
+	}
+	if ServesWorkspaces(ws) && cfg.Workspace.DeleteStaleAfter > 0 {
+		reaper := newStaleReaper(mgr, cfg.Workspace)
+		loops = append(loops, leaderLoop{"deleting stale workspaces", reaper.interval, reaper.reap})
+	}
+	if ServesVMs(ws) && cfg.VM.Activity != nil && len(cfg.VM.AccessKey) > 0 {
+		probe := newVMActivityProbe(mgr.GetCache(), cfg.VM)
+		loops = append(loops, leaderLoop{"reading the VMs' activity", probe.interval, probe.probeAll})
+	}
+	return loops
 }
 
 // ServesWorkspaces reports whether the watches file serves Workspace, the only kind that needs
