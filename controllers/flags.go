@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -174,6 +175,50 @@ func namespaceFlag(list *[]string) func(string) error {
 			return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
 		}
 		*list = append(*list, ns)
+		return nil
+	}
+}
+
+// CIDRFlag appends each value, a CIDR such as 10.1.2.3/32, to list: a repeatable flag.
+func CIDRFlag(list *[]string) func(string) error {
+	return func(v string) error {
+		if _, err := parseCIDR(v); err != nil {
+			return err
+		}
+		*list = append(*list, v)
+		return nil
+	}
+}
+
+// LabelFlag sets each value, key=value, in *m: a repeatable flag.
+func LabelFlag(m *map[string]string) func(string) error {
+	return func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok {
+			return fmt.Errorf("%q is not a label key=value", v)
+		}
+		if err := validLabel(k, val); err != nil {
+			return err
+		}
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		(*m)[k] = val
+		return nil
+	}
+}
+
+// PortFlag appends each value, a port number, to list: a repeatable flag.
+func PortFlag(list *[]int32) func(string) error {
+	return func(v string) error {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q is not a port number", v)
+		}
+		if err := validPort(p); err != nil {
+			return err
+		}
+		*list = append(*list, int32(p))
 		return nil
 	}
 }

@@ -38,14 +38,19 @@ func TestBindFlags(t *testing.T) {
 		t.Errorf("unset flags changed their defaults: %+v", c)
 	}
 	for _, bad := range []string{"--workspace-max-cpu=0", "--workspace-ingress-annotation=bad key=v", "--workspace-ingress-controller-namespace=Not_A_Name"} {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		fs.SetOutput(discard{})
-		c := DefaultConfig()
-		c.BindFlags(fs)
-		if err := fs.Parse([]string{bad}); err == nil {
+		if err := parseFlags(bad); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
 	}
+}
+
+// parseFlags is the error of parsing args with the kinds' flags, quietly.
+func parseFlags(args ...string) error {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(discard{})
+	c := DefaultConfig()
+	c.BindFlags(fs)
+	return fs.Parse(args)
 }
 
 type discard struct{}

@@ -90,18 +90,27 @@ func gdValues(t *testing.T, lc GenericDaemonLifecycle, spec string) error {
 // refused, naming the field; nothing renders.
 func TestGenericDaemonRefusesWhatItsAuthorMayNotHave(t *testing.T) {
 	cases := []struct{ name, spec, field string }{
-		{"another user's workspace password", `{image: x, env: [{name: P, valueFrom: {secretKeyRef: {name: alice-ws-access, key: password}}}]}`, "spec.env[0].valueFrom.secretKeyRef"},
-		{"every taint", `{image: x, tolerations: [{operator: Exists}]}`, "spec.tolerations[0]"},
-		{"every NoSchedule taint", `{image: x, tolerations: [{operator: Exists, effect: NoSchedule}]}`, "spec.tolerations[0]"},
-		{"the control plane", `{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]}`, "spec.tolerations[0]"},
-		{"/dev/kvm as a limit", `{image: x, resources: {limits: {devices.kubevirt.io/kvm: "1"}}}`, "spec.resources.limits[devices.kubevirt.io/kvm]"},
-		{"a GPU as a request", `{image: x, resources: {requests: {cpu: 1m, nvidia.com/gpu: "1"}}}`, "spec.resources.requests[nvidia.com/gpu]"},
+		{name: "another user's workspace password",
+			spec:  `{image: x, env: [{name: P, valueFrom: {secretKeyRef: {name: alice-ws-access, key: password}}}]}`,
+			field: "spec.env[0].valueFrom.secretKeyRef"},
+		{name: "every taint", spec: `{image: x, tolerations: [{operator: Exists}]}`, field: "spec.tolerations[0]"},
+		{name: "every NoSchedule taint", spec: `{image: x, tolerations: [{operator: Exists, effect: NoSchedule}]}`,
+			field: "spec.tolerations[0]"},
+		{name: "the control plane",
+			spec:  `{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]}`,
+			field: "spec.tolerations[0]"},
+		{name: "/dev/kvm as a limit", spec: `{image: x, resources: {limits: {devices.kubevirt.io/kvm: "1"}}}`,
+			field: "spec.resources.limits[devices.kubevirt.io/kvm]"},
+		{name: "a GPU as a request", spec: `{image: x, resources: {requests: {cpu: 1m, nvidia.com/gpu: "1"}}}`,
+			field: "spec.resources.requests[nvidia.com/gpu]"},
 	}
 	for _, tc := range cases {
-		err := gdValues(t, GenericDaemonLifecycle{}, tc.spec)
-		if err == nil || !strings.HasPrefix(err.Error(), tc.field+":") {
-			t.Errorf("%s: %v, want a refusal naming %s", tc.name, err, tc.field)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			err := gdValues(t, GenericDaemonLifecycle{}, tc.spec)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.field+":") {
+				t.Errorf("%v, want a refusal naming %s", err, tc.field)
+			}
+		})
 	}
 	// What every daemon may have still renders.
 	if err := gdValues(t, GenericDaemonLifecycle{}, `{image: x, env: [{name: A, value: b}, {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}], resources: {limits: {cpu: 1, memory: 1Gi, ephemeral-storage: 1Gi}}}`); err != nil {
@@ -123,24 +132,34 @@ func TestGenericDaemonAllowsWhatTheAdminAllows(t *testing.T) {
 	}
 	lc := GenericDaemonLifecycle{GenericDaemonConfig: cfg}
 	cases := []struct {
-		spec    string
-		allowed bool
+		name, spec string
+		allowed    bool
 	}{
-		{`{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]}`, true},
-		{`{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists}]}`, false}, // every effect, NoExecute too
-		{`{image: x, tolerations: [{key: dedicated, operator: Equal, value: logging, effect: NoExecute}]}`, true},
-		{`{image: x, tolerations: [{key: dedicated, operator: Equal, value: gpu}]}`, false},
-		{`{image: x, tolerations: [{key: dedicated, operator: Exists}]}`, false}, // every value
-		{`{image: x, tolerations: [{key: anything, operator: Exists, effect: PreferNoSchedule}]}`, true},
-		{`{image: x, tolerations: [{operator: Exists}]}`, false},
-		{`{image: x, resources: {limits: {nvidia.com/gpu: "1"}}}`, true},
-		{`{image: x, resources: {limits: {devices.kubevirt.io/kvm: "1"}}}`, false},
-		{`{image: x, env: [{name: P, valueFrom: {secretKeyRef: {name: s, key: k}}}]}`, false},
+		{name: "the control plane's NoSchedule taint, as allowed",
+			spec:    `{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]}`,
+			allowed: true},
+		{name: "the control plane's every effect, NoExecute too",
+			spec:    `{image: x, tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists}]}`,
+			allowed: false},
+		{name: "dedicated=logging, any effect",
+			spec:    `{image: x, tolerations: [{key: dedicated, operator: Equal, value: logging, effect: NoExecute}]}`,
+			allowed: true},
+		{name: "dedicated=gpu", spec: `{image: x, tolerations: [{key: dedicated, operator: Equal, value: gpu}]}`, allowed: false},
+		{name: "dedicated with every value", spec: `{image: x, tolerations: [{key: dedicated, operator: Exists}]}`, allowed: false},
+		{name: "any key with PreferNoSchedule",
+			spec:    `{image: x, tolerations: [{key: anything, operator: Exists, effect: PreferNoSchedule}]}`,
+			allowed: true},
+		{name: "every taint", spec: `{image: x, tolerations: [{operator: Exists}]}`, allowed: false},
+		{name: "the allowed GPU", spec: `{image: x, resources: {limits: {nvidia.com/gpu: "1"}}}`, allowed: true},
+		{name: "/dev/kvm, not allowed", spec: `{image: x, resources: {limits: {devices.kubevirt.io/kvm: "1"}}}`, allowed: false},
+		{name: "a Secret", spec: `{image: x, env: [{name: P, valueFrom: {secretKeyRef: {name: s, key: k}}}]}`, allowed: false},
 	}
 	for _, tc := range cases {
-		if err := gdValues(t, lc, tc.spec); (err == nil) != tc.allowed {
-			t.Errorf("%s: %v, want allowed %v", tc.spec, err, tc.allowed)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := gdValues(t, lc, tc.spec); (err == nil) != tc.allowed {
+				t.Errorf("%s: %v, want allowed %v", tc.spec, err, tc.allowed)
+			}
+		})
 	}
 }
 

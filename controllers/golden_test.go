@@ -54,9 +54,9 @@ func TestGolden(t *testing.T) {
 		chart     string
 		lifecycle engine.Lifecycle
 	}{
-		{"genericdaemon", GenericDaemonLifecycle{}},
-		{"workspace", WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}},
-		{"virtualmachine", VirtualMachineLifecycle{VMConfig: goldenVMConfig()}},
+		{chart: "genericdaemon", lifecycle: GenericDaemonLifecycle{}},
+		{chart: "workspace", lifecycle: WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}},
+		{chart: "virtualmachine", lifecycle: VirtualMachineLifecycle{VMConfig: goldenVMConfig()}},
 	}
 	for _, tc := range cases {
 		chart, err := render.Load(filepath.Join("..", "helm-charts", tc.chart))

@@ -38,29 +38,31 @@ func TestStartPhases(t *testing.T) {
 		pod       *corev1.Pod
 		want      map[string]time.Duration
 	}{
-		{"every phase", asked, readyIDE(base), map[string]time.Duration{
+		{name: "every phase", requested: asked, pod: readyIDE(base), want: map[string]time.Duration{
 			StartPhaseTotal: 15 * time.Second, StartPhaseOperator: 3 * time.Second,
 			StartPhaseScheduling: 2 * time.Second, StartPhaseContainers: 10 * time.Second}},
-		{"a start no status recorded", nil, readyIDE(base), map[string]time.Duration{
+		{name: "a start no status recorded", pod: readyIDE(base), want: map[string]time.Duration{
 			StartPhaseScheduling: 2 * time.Second, StartPhaseContainers: 10 * time.Second}},
-		{"a pod without its scheduled condition", asked, notScheduled, map[string]time.Duration{
+		{name: "a pod without its scheduled condition", requested: asked, pod: notScheduled, want: map[string]time.Duration{
 			StartPhaseTotal: 15 * time.Second, StartPhaseOperator: 3 * time.Second}},
-		{"a pod made before the start (a clock ahead)", ptr.To(metav1.NewTime(base.Add(time.Second))), readyIDE(base), map[string]time.Duration{
-			StartPhaseTotal: 11 * time.Second, StartPhaseOperator: 0,
-			StartPhaseScheduling: 2 * time.Second, StartPhaseContainers: 10 * time.Second}},
-		{"no pod", asked, nil, nil},
+		{name: "a pod made before the start (a clock ahead)", requested: ptr.To(metav1.NewTime(base.Add(time.Second))), pod: readyIDE(base),
+			want: map[string]time.Duration{
+				StartPhaseTotal: 11 * time.Second, StartPhaseOperator: 0,
+				StartPhaseScheduling: 2 * time.Second, StartPhaseContainers: 10 * time.Second}},
+		{name: "no pod", requested: asked},
 	}
 	for _, tc := range cases {
-		got := startPhases(tc.requested, tc.pod)
-		if len(got) != len(tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-			continue
-		}
-		for phase, d := range tc.want {
-			if got[phase] != d {
-				t.Errorf("%s: %s took %s, want %s", tc.name, phase, got[phase], d)
+		t.Run(tc.name, func(t *testing.T) {
+			got := startPhases(tc.requested, tc.pod)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%v, want %v", got, tc.want)
 			}
-		}
+			for phase, d := range tc.want {
+				if got[phase] != d {
+					t.Errorf("%s took %s, want %s", phase, got[phase], d)
+				}
+			}
+		})
 	}
 }
 

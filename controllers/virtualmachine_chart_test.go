@@ -26,9 +26,9 @@ func TestLauncherPodRunsAsARealNodeNeeds(t *testing.T) {
 		wantEnvAccl string
 	}{
 		// Software emulation: a 1Gi guest was OOM-killed with 256Mi of overhead.
-		{"software emulation", "", "1", "1536Mi", "tcg"},
-		{"software emulation, 4 vCPUs", "", "4", "1728Mi", "tcg"},
-		{"kvm", "devices.kubevirt.io/kvm", "4", "1280Mi", "kvm"},
+		{name: "software emulation", cpu: "1", wantMemory: "1536Mi", wantEnvAccl: "tcg"},
+		{name: "software emulation, 4 vCPUs", cpu: "4", wantMemory: "1728Mi", wantEnvAccl: "tcg"},
+		{name: "kvm", kvm: "devices.kubevirt.io/kvm", cpu: "4", wantMemory: "1280Mi", wantEnvAccl: "kvm"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,12 +1,10 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -63,50 +60,33 @@ func (c VMConfig) activityValues(vm *infrav1alpha1.VirtualMachine) (map[string]a
 		"reader": c.OperatorNamespace}, nil
 }
 
-// vmActivityProbe reads each running VM's activity from its launcher into the activity record:
-// the connections to the guest's forwarded TCP ports (an SSH session) and its console's input,
-// as the launcher sees them without a guest agent. Each read is a TLS connection pinned to the
-// VM's own certificate, with its bearer token: no launcher can answer for another VM, and no
-// one but the operator reads a VM's use. It runs on the leader (see leaderLoop).
-type vmActivityProbe struct {
-	reader client.Reader
+// newVMActivityProbe reads each running VM's activity from its launcher into the activity
+// record: the connections to the guest's forwarded TCP ports (an SSH session) and its console's
+// input, as the launcher sees them without a guest agent. Each read is a TLS connection pinned
+// to the VM's own certificate, with its bearer token: no launcher can answer for another VM, and
+// no one but the operator reads a VM's use. Only VMs an idle stop applies to are read.
+func newVMActivityProbe(reader client.Reader, cfg VMConfig) *activityProbe[*infrav1alpha1.VirtualMachine] {
+	launcher := launcherReader{cfg: cfg, dialer: &net.Dialer{Timeout: 2 * time.Second}}
+	return newActivityProbe(reader, cfg.Activity, cfg.ActivityInterval, vmGVK, cfg.probedVM, launcher.read)
+}
+
+// probedVM is the VM obj if its launcher is to be read: running, at an address, and one the
+// idle stop applies to.
+func (c VMConfig) probedVM(obj *unstructured.Unstructured) (*infrav1alpha1.VirtualMachine, bool) {
+	if !inPhase(obj, string(infrav1alpha1.VMRunning)) {
+		return nil, false
+	}
+	vm, err := decodeVM(obj)
+	if err != nil || vm.Status.IP == "" || !c.idleApplies(vm) {
+		return nil, false
+	}
+	return vm, true
+}
+
+// launcherReader reads a VM launcher's account of its guest's use into the activity record.
+type launcherReader struct {
 	cfg    VMConfig
 	dialer *net.Dialer
-}
-
-func newVMActivityProbe(reader client.Reader, cfg VMConfig) *vmActivityProbe {
-	return &vmActivityProbe{reader: reader, cfg: cfg, dialer: &net.Dialer{Timeout: 2 * time.Second}}
-}
-
-// probeAll reads the activity of every running VM an idle stop applies to, a few at a time,
-// and forgets the VMs that are gone.
-func (p *vmActivityProbe) probeAll(ctx context.Context) error {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(vmGVK.GroupVersion().WithKind("VirtualMachineList"))
-	if err := p.reader.List(ctx, list); err != nil {
-		return fmt.Errorf("listing virtual machines: %w", err)
-	}
-	// A cycle ends within its interval: a launcher that stalls costs its own VM a reading (its
-	// use unknown, so it runs on), never the others theirs; the order changes every cycle.
-	ctx, cancel := context.WithTimeout(ctx, cmp.Or(p.cfg.ActivityInterval, DefaultActivityInterval))
-	defer cancel()
-	live := map[types.UID]bool{}
-	var reads []func()
-	for i := range list.Items {
-		live[list.Items[i].GetUID()] = true
-		if phase, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "phase"); phase != string(infrav1alpha1.VMRunning) {
-			continue
-		}
-		vm, err := decodeVM(&list.Items[i])
-		if err != nil || vm.Status.IP == "" || !p.cfg.idleApplies(vm) {
-			continue
-		}
-		reads = append(reads, func() { p.probe(ctx, vm) })
-	}
-	rand.Shuffle(len(reads), func(i, j int) { reads[i], reads[j] = reads[j], reads[i] })
-	inParallel(probeParallelism, reads)
-	p.cfg.Activity.Keep(func(uid types.UID) bool { return live[uid] })
-	return nil
 }
 
 // maxIdleSeconds bounds the idle time a launcher may claim (a year): past it, a Duration would
@@ -122,10 +102,10 @@ type launcherActivity struct {
 	IdleSeconds int64 `json:"idleSeconds"`
 }
 
-// probe reads one launcher's activity; a launcher that does not answer is left unread, so
+// read reads one launcher's activity; a launcher that does not answer is left unread, so
 // that its VM's use is unknown and it is not stopped.
-func (p *vmActivityProbe) probe(ctx context.Context, vm *infrav1alpha1.VirtualMachine) {
-	got, err := p.read(ctx, vm)
+func (r launcherReader) read(ctx context.Context, vm *infrav1alpha1.VirtualMachine) {
+	got, err := r.ask(ctx, vm)
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("a VM's activity could not be read", "virtualMachine", client.ObjectKeyFromObject(vm), "error", err.Error())
 		return
@@ -136,15 +116,16 @@ func (p *vmActivityProbe) probe(ctx context.Context, vm *infrav1alpha1.VirtualMa
 		// Seconds are the launcher's own count, so the node's clock does not matter.
 		last = now.Add(-time.Duration(min(max(got.IdleSeconds, 0), maxIdleSeconds)) * time.Second)
 	}
-	p.cfg.Activity.Read(vm.UID, now, last)
+	r.cfg.Activity.Read(vm.UID, now, last)
 }
 
-func (p *vmActivityProbe) read(ctx context.Context, vm *infrav1alpha1.VirtualMachine) (launcherActivity, error) {
-	creds, err := access.VMActivityCredentials(p.cfg.AccessKey, vm.UID)
+// ask asks vm's launcher for its activity.
+func (r launcherReader) ask(ctx context.Context, vm *infrav1alpha1.VirtualMachine) (launcherActivity, error) {
+	creds, err := access.VMActivityCredentials(r.cfg.AccessKey, vm.UID)
 	if err != nil {
 		return launcherActivity{}, fmt.Errorf("deriving the VM's activity credentials: %w", err)
 	}
-	transport := &http.Transport{DisableKeepAlives: true, DialContext: p.dialer.DialContext, TLSClientConfig: creds.ClientTLS()}
+	transport := &http.Transport{DisableKeepAlives: true, DialContext: r.dialer.DialContext, TLSClientConfig: creds.ClientTLS()}
 	defer transport.CloseIdleConnections()
 	hc := &http.Client{Transport: transport, Timeout: 5 * time.Second}
 	url := "https://" + net.JoinHostPort(vm.Status.IP, strconv.Itoa(int(activityPort(vm.Spec.Ports)))) + "/activity"
@@ -166,4 +147,24 @@ func (p *vmActivityProbe) read(ctx context.Context, vm *infrav1alpha1.VirtualMac
 		return launcherActivity{}, fmt.Errorf("decoding the launcher's answer: %w", err)
 	}
 	return got, nil
+}
+
+// vmIdleStatus is a running VM's status with the idle policy applied: unused for its timeout,
+// it is stopped (StoppedIdle), its disk kept; within the warning before that,
+// status.idleStopAt and the message say when. Unlike a workspace's, whose phase machine applies
+// the policy once its IDE is ready, a VM's status is complete before: this looks at its phase
+// itself, and keeps status.status, which repeats the phase, in step.
+func vmIdleStatus(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus, p idlePolicy, now time.Time) infrav1alpha1.VirtualMachineStatus {
+	if st.Phase != infrav1alpha1.VMRunning {
+		return st
+	}
+	v := p.verdict(vm.Spec.IdleTimeout, st.StartedAt, vm.Status.IdleStopAt != nil, now, "disk")
+	switch {
+	case v.stop:
+		st.Phase, st.StoppedReason, st.Message = infrav1alpha1.VMStopping, infrav1alpha1.StoppedIdle, v.message
+	case v.stopAt != nil:
+		st.IdleStopAt, st.Message = v.stopAt, v.message
+	}
+	st.Status = string(st.Phase)
+	return st
 }

@@ -33,13 +33,19 @@ func TestVMIdleStatus(t *testing.T) {
 		warned  bool
 		msg     string
 	}{
-		{"an SSH session open (used now)", running, pol(0, time.Second), infrav1alpha1.VMRunning, "", false, ""},
-		{"in the warning", running, pol(27*time.Minute, time.Second), infrav1alpha1.VMRunning, "", true, "its disk kept"},
-		{"unused for the timeout, warned before", warned, pol(31*time.Minute, time.Second), infrav1alpha1.VMStopping, infrav1alpha1.StoppedIdle, false, "stopped after 30m0s unused; the disk is kept"},
-		{"unused for the timeout, never warned: warned first", running, pol(31*time.Minute, time.Second), infrav1alpha1.VMRunning, "", true, "stops at"},
-		{"in the warning, an SSH session opened since the last reading", running, pol(27*time.Minute, 3*time.Minute), infrav1alpha1.VMRunning, "", false, ""},
-		{"use unknown: the launcher not read lately", running, pol(31*time.Minute, 5*time.Minute), infrav1alpha1.VMRunning, "", false, ""},
-		{"still booting", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Status: "Starting"}, pol(31*time.Minute, time.Second), infrav1alpha1.VMStarting, "", false, ""},
+		{name: "an SSH session open (used now)", st: running, pol: pol(0, time.Second), phase: infrav1alpha1.VMRunning, warned: false},
+		{name: "in the warning", st: running, pol: pol(27*time.Minute, time.Second), phase: infrav1alpha1.VMRunning, warned: true,
+			msg: "its disk kept"},
+		{name: "unused for the timeout, warned before", st: warned, pol: pol(31*time.Minute, time.Second), phase: infrav1alpha1.VMStopping,
+			stopped: infrav1alpha1.StoppedIdle, warned: false, msg: "stopped after 30m0s unused; the disk is kept"},
+		{name: "unused for the timeout, never warned: warned first", st: running, pol: pol(31*time.Minute, time.Second),
+			phase: infrav1alpha1.VMRunning, warned: true, msg: "stops at"},
+		{name: "in the warning, an SSH session opened since the last reading", st: running, pol: pol(27*time.Minute, 3*time.Minute),
+			phase: infrav1alpha1.VMRunning, warned: false},
+		{name: "use unknown: the launcher not read lately", st: running, pol: pol(31*time.Minute, 5*time.Minute),
+			phase: infrav1alpha1.VMRunning, warned: false},
+		{name: "still booting", st: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Status: "Starting"},
+			pol: pol(31*time.Minute, time.Second), phase: infrav1alpha1.VMStarting, warned: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Status: tc.st}
@@ -71,13 +77,16 @@ func TestAVMStoppedByTheOperatorStaysStoppedUntilItsSpecChanges(t *testing.T) {
 		pods []corev1.Pod
 		want infrav1alpha1.VirtualMachinePhase
 	}{
-		{"the launcher powering the guest off", []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, true)}, infrav1alpha1.VMStopping},
-		{"the launcher gone", nil, infrav1alpha1.VMStopped},
+		{name: "the launcher powering the guest off", pods: []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, true)},
+			want: infrav1alpha1.VMStopping},
+		{name: "the launcher gone", want: infrav1alpha1.VMStopped},
 	} {
-		st, failure := vmStatus(vm, true, nil, tc.pods, 0, t0)
-		if st.Phase != tc.want || st.StoppedReason != infrav1alpha1.StoppedIdle || st.Message != vm.Status.Message || failure != (problem{}) {
-			t.Errorf("%s: %s, stopped %q, %q, failure %+v; want %s, Idle, the stop's message, no failure", tc.name, st.Phase, st.StoppedReason, st.Message, failure, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			st, failure := vmStatus(vm, true, nil, tc.pods, 0, t0)
+			if st.Phase != tc.want || st.StoppedReason != infrav1alpha1.StoppedIdle || st.Message != vm.Status.Message || failure != (problem{}) {
+				t.Errorf("%s, stopped %q, %q, failure %+v; want %s, Idle, the stop's message, no failure", st.Phase, st.StoppedReason, st.Message, failure, tc.want)
+			}
+		})
 	}
 	vm.Generation, vm.Spec.StartRequests = 4, 1
 	if got := runStrategy(vm); got != infrav1alpha1.RunAlways {
@@ -117,13 +126,17 @@ func TestTheActivityEndpointIsRenderedOnlyWhereAnIdleStopApplies(t *testing.T) {
 		spec infrav1alpha1.VirtualMachineSpec
 		port int64 // 0: none rendered
 	}{
-		{"no idle timeout", nil, infrav1alpha1.VirtualMachineSpec{}, 0},
-		{"its own idle timeout", nil, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, vmActivityPort},
-		{"the operator's idle timeout", func(c VMConfig) VMConfig { c.IdleTimeout = time.Hour; return c }, infrav1alpha1.VirtualMachineSpec{}, vmActivityPort},
-		{"on KubeVirt", nil, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle, Backend: infrav1alpha1.BackendKubeVirt}, 0},
-		{"no activity record", func(c VMConfig) VMConfig { c.Activity = nil; return c }, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, 0},
-		{"the guest forwards 9922 and 9923 over TCP", nil, infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle, Ports: []infrav1alpha1.VMPort{
-			{Name: "a", Port: vmActivityPort, Protocol: "TCP"}, {Name: "b", Port: vmActivityPort + 1}, {Name: "c", Port: vmActivityPort + 2, Protocol: "UDP"}}}, vmActivityPort + 2},
+		{name: "no idle timeout", spec: infrav1alpha1.VirtualMachineSpec{}, port: 0},
+		{name: "its own idle timeout", spec: infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, port: vmActivityPort},
+		{name: "the operator's idle timeout", cfg: func(c VMConfig) VMConfig { c.IdleTimeout = time.Hour; return c },
+			spec: infrav1alpha1.VirtualMachineSpec{}, port: vmActivityPort},
+		{name: "on KubeVirt", spec: infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle, Backend: infrav1alpha1.BackendKubeVirt}, port: 0},
+		{name: "no activity record", cfg: func(c VMConfig) VMConfig { c.Activity = nil; return c },
+			spec: infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, port: 0},
+		{name: "the guest forwards 9922 and 9923 over TCP",
+			spec: infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle, Ports: []infrav1alpha1.VMPort{
+				{Name: "a", Port: vmActivityPort, Protocol: "TCP"}, {Name: "b", Port: vmActivityPort + 1}, {Name: "c", Port: vmActivityPort + 2, Protocol: "UDP"}}},
+			port: vmActivityPort + 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
@@ -172,14 +185,28 @@ func TestVMFailedStarts(t *testing.T) {
 		stopped    bool
 		wantReason string
 	}{
-		{"a first failure", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting}, failingLauncher(1, 1), 3, 1, false, infrav1alpha1.ReasonCrashLoop},
-		{"the third failure stops it", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 2, FailedStarts: 2}, failingLauncher(3, 1), 3, 3, true, infrav1alpha1.ReasonStartFailed},
-		{"no limit", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 2, FailedStarts: 2}, failingLauncher(3, 1), 0, 3, false, infrav1alpha1.ReasonCrashLoop},
-		{"the guest powered off while booting", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 2, FailedStarts: 2}, failingLauncher(3, 0), 3, 2, false, ""},
-		{"crashed after running: a new start", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMRunning, Restarts: 4, FailedStarts: 0}, failingLauncher(5, 1), 3, 1, false, infrav1alpha1.ReasonCrashLoop},
-		{"a new pod counts from zero", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 5, FailedStarts: 2}, failingLauncher(1, 1), 3, 3, true, infrav1alpha1.ReasonStartFailed},
-		{"restarted after its failure, booting again", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 2, FailedStarts: 2}, booting(failingLauncher(3, 1)), 3, 3, true, infrav1alpha1.ReasonStartFailed},
-		{"an init container that failed once, then completed", infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 1, FailedStarts: 1}, initFailedOnce(failingLauncher(1, 0)), 3, 1, false, ""},
+		{name: "a first failure", prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting}, pod: failingLauncher(1, 1),
+			max: 3, want: 1, stopped: false, wantReason: infrav1alpha1.ReasonCrashLoop},
+		{name: "the third failure stops it",
+			prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 2, FailedStarts: 2},
+			pod:  failingLauncher(3, 1), max: 3, want: 3, stopped: true, wantReason: infrav1alpha1.ReasonStartFailed},
+		{name: "no limit", prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 2, FailedStarts: 2},
+			pod: failingLauncher(3, 1), max: 0, want: 3, stopped: false, wantReason: infrav1alpha1.ReasonCrashLoop},
+		{name: "the guest powered off while booting",
+			prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 2, FailedStarts: 2},
+			pod:  failingLauncher(3, 0), max: 3, want: 2, stopped: false},
+		{name: "crashed after running: a new start",
+			prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMRunning, Restarts: 4, FailedStarts: 0},
+			pod:  failingLauncher(5, 1), max: 3, want: 1, stopped: false, wantReason: infrav1alpha1.ReasonCrashLoop},
+		{name: "a new pod counts from zero",
+			prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMFailed, Restarts: 5, FailedStarts: 2},
+			pod:  failingLauncher(1, 1), max: 3, want: 3, stopped: true, wantReason: infrav1alpha1.ReasonStartFailed},
+		{name: "restarted after its failure, booting again",
+			prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 2, FailedStarts: 2},
+			pod:  booting(failingLauncher(3, 1)), max: 3, want: 3, stopped: true, wantReason: infrav1alpha1.ReasonStartFailed},
+		{name: "an init container that failed once, then completed",
+			prev: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMStarting, Restarts: 1, FailedStarts: 1},
+			pod:  initFailedOnce(failingLauncher(1, 0)), max: 3, want: 1, stopped: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways},

@@ -39,6 +39,7 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	now := time.Now()
 	st, failure := vmStatus(vm, len(observed.Children) > 0, kv, pods, l.MaxFailedStarts, now)
 	var untilIdleCheck time.Duration
+	// Only a VM whose launcher serves its activity has an idle stop (not on KubeVirt).
 	if l.idleApplies(vm) {
 		idle := l.idle(l.Activity.Of(vm.UID))
 		st = vmIdleStatus(vm, st, idle, now)
@@ -51,14 +52,7 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	res := engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason,
 		RequeueAfter: untilIdleCheck,
 		Written:      vmTransitions(vm, st, pods)}
-	switch {
-	case st.StoppedReason != "" && !vm.StoppedByOperator():
-		// Stopped just now: the next render, once this status is written, halts the guest.
-		res.RequeueAfter, res.Prompt = time.Second, true
-		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: st.Message}
-	case st.IdleStopAt != nil:
-		res.Notice = engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: st.Message}
-	}
+	noticeStop(&res, st.StoppedReason != "" && !vm.StoppedByOperator(), st.IdleStopAt, st.Message)
 	return res, nil
 }
 
@@ -196,25 +190,6 @@ func lastFailure(pods []corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-// vmIdleStatus is a running VM's status with the idle policy applied: unused for its timeout,
-// it is stopped (StoppedIdle), its disk kept; within the warning before that,
-// status.idleStopAt and the message say when.
-func vmIdleStatus(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus, p idlePolicy, now time.Time) infrav1alpha1.VirtualMachineStatus {
-	if st.Phase != infrav1alpha1.VMRunning {
-		return st
-	}
-	stopAt, stop := p.verdict(vm.Spec.IdleTimeout, st.StartedAt, vm.Status.IdleStopAt != nil, now)
-	switch {
-	case stop:
-		st.Phase, st.StoppedReason = infrav1alpha1.VMStopping, infrav1alpha1.StoppedIdle
-		st.Message = p.stoppedMessage(vm.Spec.IdleTimeout, "the disk")
-	case stopAt != nil:
-		st.IdleStopAt, st.Message = stopAt, p.warningMessage(vm.Spec.IdleTimeout, stopAt, "its disk")
-	}
-	st.Status = string(st.Phase)
-	return st
 }
 
 // podPhase reads the launcher pod: the run strategy is the kubelet's restart policy, so a pod

@@ -35,14 +35,20 @@ func TestVMStatusPodBackend(t *testing.T) {
 		want     infrav1alpha1.VirtualMachinePhase
 		node, ip string
 	}{
-		{"no pod yet", infrav1alpha1.RunAlways, nil, infrav1alpha1.VMPending, "", ""},
-		{"unscheduled", infrav1alpha1.RunAlways, []corev1.Pod{vmPod(corev1.PodPending, "", false, false)}, infrav1alpha1.VMScheduling, "", ""},
-		{"booting", infrav1alpha1.RunAlways, []corev1.Pod{vmPod(corev1.PodRunning, "n1", false, false)}, infrav1alpha1.VMStarting, "", ""},
-		{"running", infrav1alpha1.RunAlways, []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, false)}, infrav1alpha1.VMRunning, "n1", "10.0.0.7"},
-		{"halting", infrav1alpha1.RunHalted, []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, true)}, infrav1alpha1.VMStopping, "", ""},
-		{"halted", infrav1alpha1.RunHalted, nil, infrav1alpha1.VMStopped, "", ""},
-		{"powered off, not rerun", infrav1alpha1.RunRerunOnFailure, []corev1.Pod{vmPod(corev1.PodSucceeded, "n1", false, false)}, infrav1alpha1.VMStopped, "", ""},
-		{"failed, manual", infrav1alpha1.RunManual, []corev1.Pod{vmPod(corev1.PodFailed, "n1", false, false)}, infrav1alpha1.VMFailed, "", ""},
+		{name: "no pod yet", strategy: infrav1alpha1.RunAlways, want: infrav1alpha1.VMPending},
+		{name: "unscheduled", strategy: infrav1alpha1.RunAlways, pods: []corev1.Pod{vmPod(corev1.PodPending, "", false, false)},
+			want: infrav1alpha1.VMScheduling},
+		{name: "booting", strategy: infrav1alpha1.RunAlways, pods: []corev1.Pod{vmPod(corev1.PodRunning, "n1", false, false)},
+			want: infrav1alpha1.VMStarting},
+		{name: "running", strategy: infrav1alpha1.RunAlways, pods: []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, false)},
+			want: infrav1alpha1.VMRunning, node: "n1", ip: "10.0.0.7"},
+		{name: "halting", strategy: infrav1alpha1.RunHalted, pods: []corev1.Pod{vmPod(corev1.PodRunning, "n1", true, true)},
+			want: infrav1alpha1.VMStopping},
+		{name: "halted", strategy: infrav1alpha1.RunHalted, want: infrav1alpha1.VMStopped},
+		{name: "powered off, not rerun", strategy: infrav1alpha1.RunRerunOnFailure,
+			pods: []corev1.Pod{vmPod(corev1.PodSucceeded, "n1", false, false)}, want: infrav1alpha1.VMStopped},
+		{name: "failed, manual", strategy: infrav1alpha1.RunManual, pods: []corev1.Pod{vmPod(corev1.PodFailed, "n1", false, false)},
+			want: infrav1alpha1.VMFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: tc.strategy}}
@@ -94,9 +100,11 @@ func TestVMStatusReportsAFailingLauncher(t *testing.T) {
 		reason   string
 		want     []string
 	}{
-		{"crash loop", crashing, infrav1alpha1.VMFailed, 4, infrav1alpha1.ReasonCrashLoop, []string{"launcher", "CrashLoopBackOff", "restarted 4 times", "exit 1 (Error)", "host forwarding"}},
-		{"image pull", unpullable, infrav1alpha1.VMFailed, 0, infrav1alpha1.ReasonImagePullFailed, []string{"boot-disk", `"reg/no-such-disk:1"`, "ImagePullBackOff"}},
-		{"restarted, booting again", restartedOnce, infrav1alpha1.VMStarting, 1, "", nil},
+		{name: "crash loop", pod: crashing, phase: infrav1alpha1.VMFailed, restarts: 4, reason: infrav1alpha1.ReasonCrashLoop,
+			want: []string{"launcher", "CrashLoopBackOff", "restarted 4 times", "exit 1 (Error)", "host forwarding"}},
+		{name: "image pull", pod: unpullable, phase: infrav1alpha1.VMFailed, restarts: 0, reason: infrav1alpha1.ReasonImagePullFailed,
+			want: []string{"boot-disk", `"reg/no-such-disk:1"`, "ImagePullBackOff"}},
+		{name: "restarted, booting again", pod: restartedOnce, phase: infrav1alpha1.VMStarting, restarts: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vm := &infrav1alpha1.VirtualMachine{Spec: infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways}}
@@ -138,18 +146,24 @@ func TestVMStatusKubeVirtBackend(t *testing.T) {
 
 func TestVMCPU(t *testing.T) {
 	for _, tc := range []struct {
+		name string
 		in   intstr.IntOrString
 		want int64
 		ok   bool
 	}{
-		{intstr.FromString("1"), 1, true}, {intstr.FromInt32(4), 4, true},
-		{intstr.FromString("0"), 0, false}, {intstr.FromString("1.5"), 0, false},
-		{intstr.FromString("01"), 0, false}, {intstr.FromInt32(-2), 0, false},
+		{name: "a string", in: intstr.FromString("1"), want: 1, ok: true},
+		{name: "a number", in: intstr.FromInt32(4), want: 4, ok: true},
+		{name: "zero", in: intstr.FromString("0"), want: 0, ok: false},
+		{name: "a fraction", in: intstr.FromString("1.5"), want: 0, ok: false},
+		{name: "a leading zero", in: intstr.FromString("01"), want: 0, ok: false},
+		{name: "negative", in: intstr.FromInt32(-2), want: 0, ok: false},
 	} {
-		got, err := vmCPU(&tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("vmCPU(%s) = %d, %v; want %d, ok %v", tc.in.String(), got, err, tc.want, tc.ok)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := vmCPU(&tc.in)
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Errorf("vmCPU(%s) = %d, %v; want %d, ok %v", tc.in.String(), got, err, tc.want, tc.ok)
+			}
+		})
 	}
 }
 
@@ -176,11 +190,14 @@ func TestCloudInitUserData(t *testing.T) {
 		want []string
 		err  string
 	}{
-		{"none", nil, nil, ""},
-		{"user data only", &infrav1alpha1.VMCloudInit{UserData: "#!/bin/sh\n"}, []string{"#!/bin/sh"}, ""},
-		{"keys only", &infrav1alpha1.VMCloudInit{SSHAuthorizedKeys: []string{key}}, []string{"#cloud-config\n", "- " + key}, ""},
-		{"keys into cloud-config", &infrav1alpha1.VMCloudInit{UserData: "#cloud-config\nssh_authorized_keys: [old]\n", SSHAuthorizedKeys: []string{key}}, []string{"- old\n- " + key}, ""},
-		{"keys with a script", &infrav1alpha1.VMCloudInit{UserData: "#!/bin/sh\n", SSHAuthorizedKeys: []string{key}}, nil, "#cloud-config"},
+		{name: "none"},
+		{name: "user data only", ci: &infrav1alpha1.VMCloudInit{UserData: "#!/bin/sh\n"}, want: []string{"#!/bin/sh"}},
+		{name: "keys only", ci: &infrav1alpha1.VMCloudInit{SSHAuthorizedKeys: []string{key}}, want: []string{"#cloud-config\n", "- " + key}},
+		{name: "keys into cloud-config",
+			ci:   &infrav1alpha1.VMCloudInit{UserData: "#cloud-config\nssh_authorized_keys: [old]\n", SSHAuthorizedKeys: []string{key}},
+			want: []string{"- old\n- " + key}},
+		{name: "keys with a script", ci: &infrav1alpha1.VMCloudInit{UserData: "#!/bin/sh\n", SSHAuthorizedKeys: []string{key}},
+			err: "#cloud-config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := cloudInitUserData(tc.ci)

@@ -23,9 +23,10 @@ import (
 // +kubebuilder:webhook:path=/mutate-infra-cloudspace-dev-v1alpha1-virtualmachine,mutating=true,failurePolicy=fail,sideEffects=None,groups=infra.cloudspace.dev,resources=virtualmachines,verbs=create;update,versions=v1alpha1,name=mvirtualmachine.infra.cloudspace.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-infra-cloudspace-dev-v1alpha1-virtualmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infra.cloudspace.dev,resources=virtualmachines,verbs=create;update,versions=v1alpha1,name=vvirtualmachine.infra.cloudspace.dev,admissionReviewVersions=v1
 
-// VirtualMachineWebhook defaults and validates VirtualMachines (seed 000's Defaulter and
-// Validator) with what the CRD's schema and CEL rules cannot know: the operator's image
-// default and limits, image reference syntax, and whether the cluster serves KubeVirt.
+// VirtualMachineWebhook is the VirtualMachine's admission webhooks, a defaulter and a validator
+// (controller-runtime's CustomDefaulter and CustomValidator), which apply what the CRD's schema
+// and CEL rules cannot know: the operator's image default and limits, image reference syntax,
+// and whether the cluster serves KubeVirt.
 type VirtualMachineWebhook struct {
 	VMConfig
 	// KubeVirtServed reports whether the cluster serves kubevirt.io/v1 VirtualMachine.

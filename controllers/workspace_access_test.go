@@ -49,10 +49,10 @@ func TestWorkspaceAccessPassword(t *testing.T) {
 		rotation int64
 		same     bool
 	}{
-		{"same workspace again", cfg, "uid-1", 0, true},
-		{"another workspace", cfg, "uid-2", 0, false},
-		{"rotated", cfg, "uid-1", 1, false},
-		{"another operator key", other, "uid-1", 0, false},
+		{name: "same workspace again", cfg: cfg, uid: "uid-1", rotation: 0, same: true},
+		{name: "another workspace", cfg: cfg, uid: "uid-2", rotation: 0, same: false},
+		{name: "rotated", cfg: cfg, uid: "uid-1", rotation: 1, same: false},
+		{name: "another operator key", cfg: other, uid: "uid-1", rotation: 0, same: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals, err := accessValues(t, tc.cfg, tc.uid, tc.rotation, nil)
@@ -75,8 +75,8 @@ func TestWorkspaceIngressTLS(t *testing.T) {
 	for _, tc := range []struct {
 		name, tlsSecret, want string
 	}{
-		{"default secret", "", "alice-go-tls"},
-		{"named secret", "wildcard-ide", "wildcard-ide"},
+		{name: "default secret", want: "alice-go-tls"},
+		{name: "named secret", tlsSecret: "wildcard-ide", want: "wildcard-ide"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals, err := accessValues(t, goldenWorkspaceConfig, "uid-1", 0, &infrav1alpha1.WorkspaceIngress{Host: "a.example.com", TLSSecretName: tc.tlsSecret})

@@ -71,10 +71,11 @@ func TestIDEOpensAFolderThatExists(t *testing.T) {
 		before     string // a file in ~/project before the first start, if any
 		cloned     bool
 	}{
-		{"no repository", "{owner: alice}", "", false},
-		{"with repository", "{owner: alice, git: {url: 'https://example.com/a.git', ref: main}}", "", true},
+		{name: "no repository", spec: "{owner: alice}", cloned: false},
+		{name: "with repository", spec: "{owner: alice, git: {url: 'https://example.com/a.git', ref: main}}", cloned: true},
 		// A repository added later, or a volume adopted, finds files: no clone, no crash loop.
-		{"repository into a filled folder", "{owner: alice, git: {url: 'https://example.com/a.git'}}", "notes.txt", false},
+		{name: "repository into a filled folder", spec: "{owner: alice, git: {url: 'https://example.com/a.git'}}", before: "notes.txt",
+			cloned: false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,26 +11,6 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/activity"
 )
 
-func TestIdleTimeoutIsTheShorter(t *testing.T) {
-	for _, tc := range []struct {
-		operator, own, want time.Duration
-	}{
-		{0, 0, 0},
-		{time.Hour, 0, time.Hour},
-		{0, 10 * time.Minute, 10 * time.Minute},
-		{time.Hour, 10 * time.Minute, 10 * time.Minute},
-		{10 * time.Minute, time.Hour, 10 * time.Minute}, // a spec asks for less, never more
-	} {
-		ws := testWorkspace(true, infrav1alpha1.WorkspaceStatus{})
-		if tc.own > 0 {
-			ws.Spec.IdleTimeout = &metav1.Duration{Duration: tc.own}
-		}
-		if got := (idlePolicy{timeout: tc.operator}).timeoutFor(ws.Spec.IdleTimeout); got != tc.want {
-			t.Errorf("operator %s, spec %s: %s, want %s", tc.operator, tc.own, got, tc.want)
-		}
-	}
-}
-
 // TestIdleStatus: a running IDE is warned of, then stopped for, being unused for its idle
 // timeout, counted from its last use or its start; one whose use is unknown (not read lately)
 // never is.
@@ -51,15 +31,24 @@ func TestIdleStatus(t *testing.T) {
 		msg       string
 		next      time.Duration
 	}{
-		{"used a minute ago", pol(time.Minute, time.Second), false, infrav1alpha1.WorkspaceRunning, "", false, "", 24 * time.Minute},
-		{"in the warning", pol(27*time.Minute, time.Second), false, infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
-		{"in the warning, last read before it", pol(27*time.Minute, 3*time.Minute), false, infrav1alpha1.WorkspaceRunning, "", false, "", 30 * time.Second},
-		{"unused for the timeout", pol(31*time.Minute, time.Second), true, infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "stopped after 30m0s unused", 0},
-		{"unused for the timeout, never warned: warned first", pol(31*time.Minute, time.Second), false, infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
-		{"never used since its start", pol(1000*time.Hour, time.Second), true, infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, false, "storage is kept", 0},
-		{"stop time passed, no reading since", pol(30*time.Minute+30*time.Second, time.Minute), true, infrav1alpha1.WorkspaceRunning, "", true, "stops at", 30 * time.Second},
-		{"use unknown: not read lately", pol(31*time.Minute, 5*time.Minute), true, infrav1alpha1.WorkspaceRunning, "", false, "", 30 * time.Second},
-		{"no timeout", idlePolicy{use: activity.Use{Read: t0}}, false, infrav1alpha1.WorkspaceRunning, "", false, "", 0},
+		{name: "used a minute ago", pol: pol(time.Minute, time.Second), wasWarned: false, phase: infrav1alpha1.WorkspaceRunning,
+			warned: false, next: 24 * time.Minute},
+		{name: "in the warning", pol: pol(27*time.Minute, time.Second), wasWarned: false, phase: infrav1alpha1.WorkspaceRunning,
+			warned: true, msg: "stops at", next: 30 * time.Second},
+		{name: "in the warning, last read before it", pol: pol(27*time.Minute, 3*time.Minute), wasWarned: false,
+			phase: infrav1alpha1.WorkspaceRunning, warned: false, next: 30 * time.Second},
+		{name: "unused for the timeout", pol: pol(31*time.Minute, time.Second), wasWarned: true, phase: infrav1alpha1.WorkspaceStopping,
+			stopped: infrav1alpha1.StoppedIdle, warned: false, msg: "stopped after 30m0s unused", next: 0},
+		{name: "unused for the timeout, never warned: warned first", pol: pol(31*time.Minute, time.Second), wasWarned: false,
+			phase: infrav1alpha1.WorkspaceRunning, warned: true, msg: "stops at", next: 30 * time.Second},
+		{name: "never used since its start", pol: pol(1000*time.Hour, time.Second), wasWarned: true, phase: infrav1alpha1.WorkspaceStopping,
+			stopped: infrav1alpha1.StoppedIdle, warned: false, msg: "storage is kept", next: 0},
+		{name: "stop time passed, no reading since", pol: pol(30*time.Minute+30*time.Second, time.Minute), wasWarned: true,
+			phase: infrav1alpha1.WorkspaceRunning, warned: true, msg: "stops at", next: 30 * time.Second},
+		{name: "use unknown: not read lately", pol: pol(31*time.Minute, 5*time.Minute), wasWarned: true,
+			phase: infrav1alpha1.WorkspaceRunning, warned: false, next: 30 * time.Second},
+		{name: "no timeout", pol: idlePolicy{use: activity.Use{Read: t0}}, wasWarned: false, phase: infrav1alpha1.WorkspaceRunning,
+			warned: false, next: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := testWorkspace(true, running)

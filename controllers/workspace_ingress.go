@@ -41,8 +41,6 @@ const DefaultIngressHostRecheck = 15 * time.Second
 const WorkspaceHostIndex = "spec.ingress.host"
 
 var (
-	workspaceGVK      = infrav1alpha1.GroupVersion.WithKind("Workspace")
-	vmGVK             = infrav1alpha1.GroupVersion.WithKind("VirtualMachine")
 	hostPlaceholder   = regexp.MustCompile(`\{[^}]*\}`)
 	knownPlaceholders = map[string]bool{"{owner}": true, "{name}": true, "{namespace}": true}
 	ingressHostPath   = field.NewPath("spec", "ingress", "host")

@@ -1,13 +1,10 @@
 package controllers
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -170,94 +167,5 @@ func TestWithoutACacheOnlyThePatternIsChecked(t *testing.T) {
 	}
 	if v, err := l.Values(claimant("ns", "ide", "o", "ide.other.example.com", "u", 1)); err != nil || v["ingress"] != nil {
 		t.Errorf("a host for another namespace: ingress %v, %v; want none", v["ingress"], err)
-	}
-}
-
-// egressPolicy renders chart's NetworkPolicy for a CR of kind with spec, with egress cfg.
-func egressPolicy(t *testing.T, chart, kind, spec string, cfg EgressConfig) *networkingv1.NetworkPolicy {
-	t.Helper()
-	var lc engine.Lifecycle = workspaceTenancy{WorkspaceLifecycle: WorkspaceLifecycle{WorkspaceConfig: goldenWorkspaceConfig}, egress: cfg.values()}
-	if kind == "VirtualMachine" {
-		lc = vmTenancy{VirtualMachineLifecycle: VirtualMachineLifecycle{VMConfig: DefaultVMConfig()}, egress: cfg.values()}
-	}
-	for _, o := range renderCR(t, chart, lc, kind, spec) {
-		if o.GetKind() == "NetworkPolicy" {
-			np := &networkingv1.NetworkPolicy{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, np); err != nil {
-				t.Fatal(err)
-			}
-			return np
-		}
-	}
-	return nil
-}
-
-// TestEgressPolicies: what an IDE or a VM may reach, for the default settings and an admin's.
-func TestEgressPolicies(t *testing.T) {
-	custom := EgressConfig{DeniedCIDRs: []string{"10.96.0.0/12", "fd00::/8"}, AllowedCIDRs: []string{"10.20.30.40/32"},
-		DNSNamespace: "openshift-dns", DNSPodLabels: map[string]string{"dns.operator.openshift.io/daemonset-dns": "default"}, DNSPorts: []int32{5353}}
-	for _, kind := range []struct{ chart, kind, spec string }{
-		{"workspace", "Workspace", "{owner: alice}"},
-		{"virtualmachine", "VirtualMachine", "{}"},
-	} {
-		cases := []struct {
-			name               string
-			cfg                EgressConfig
-			dnsNS              string
-			dnsPort            int32
-			v4Except, v6Except []string
-			allowed            []string
-		}{
-			{"defaults", EgressConfig{}, "kube-system", 53, DefaultEgressDeniedCIDRs[:5], DefaultEgressDeniedCIDRs[5:], nil},
-			{"an admin's", custom, "openshift-dns", 5353, []string{"10.96.0.0/12"}, []string{"fd00::/8"}, []string{"10.20.30.40/32"}},
-		}
-		for _, tc := range cases {
-			np := egressPolicy(t, kind.chart, kind.kind, kind.spec, tc.cfg)
-			if np == nil || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
-				t.Fatalf("%s, %s: policy %+v does not bound egress", kind.kind, tc.name, np)
-			}
-			checkEgress(t, kind.kind+", "+tc.name, np.Spec.Egress, tc.dnsNS, tc.dnsPort, tc.v4Except, tc.v6Except, tc.allowed)
-		}
-		if np := egressPolicy(t, kind.chart, kind.kind, kind.spec, EgressConfig{Unrestricted: true}); np != nil && (len(np.Spec.Egress) > 0 || slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)) {
-			t.Errorf("%s, unrestricted: egress is still bounded: %+v", kind.kind, np.Spec)
-		}
-	}
-}
-
-func checkEgress(t *testing.T, name string, rules []networkingv1.NetworkPolicyEgressRule, dnsNS string, dnsPort int32, v4, v6, allowed []string) {
-	t.Helper()
-	if want := 2 + min(len(allowed), 1); len(rules) != want {
-		t.Fatalf("%s: %d egress rules, want %d: %+v", name, len(rules), want, rules)
-	}
-	dns := rules[0]
-	if dns.To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != dnsNS || dns.To[0].PodSelector == nil ||
-		len(dns.Ports) != 2 || dns.Ports[0].Port.IntVal != dnsPort || *dns.Ports[0].Protocol != corev1.ProtocolUDP || *dns.Ports[1].Protocol != corev1.ProtocolTCP {
-		t.Errorf("%s: DNS rule = %+v, want UDP and TCP %d to pods in %s", name, dns, dnsPort, dnsNS)
-	}
-	internet := rules[1].To
-	if len(rules[1].Ports) != 0 || len(internet) != 2 || internet[0].IPBlock.CIDR != "0.0.0.0/0" || !slices.Equal(internet[0].IPBlock.Except, v4) ||
-		internet[1].IPBlock.CIDR != "::/0" || !slices.Equal(internet[1].IPBlock.Except, v6) {
-		t.Errorf("%s: internet rule = %+v, want all but %v and %v", name, rules[1], v4, v6)
-	}
-	if len(allowed) > 0 && (len(rules[2].To) != len(allowed) || rules[2].To[0].IPBlock.CIDR != allowed[0] || rules[2].To[0].IPBlock.Except != nil) {
-		t.Errorf("%s: allowed rule = %+v, want %v", name, rules[2], allowed)
-	}
-}
-
-func TestConfigValidate(t *testing.T) {
-	for _, bad := range []Config{
-		{Egress: EgressConfig{DeniedCIDRs: []string{"10.0.0.1/8"}}},
-		{Egress: EgressConfig{DeniedCIDRs: []string{"0.0.0.0/0"}}},
-		{Egress: EgressConfig{AllowedCIDRs: []string{"git.example.com"}}},
-		{Egress: EgressConfig{DNSPorts: []int32{0}}},
-		{Egress: EgressConfig{DNSPodLabels: map[string]string{"k8s-app": "kube dns"}}},
-		{WorkspaceIngress: WorkspaceIngressConfig{HostPattern: "{owner}.{tenant}.example.com"}},
-	} {
-		if err := bad.Validate(); err == nil {
-			t.Errorf("%+v accepted", bad)
-		}
-	}
-	if err := (Config{}).Validate(); err != nil {
-		t.Errorf("the defaults are refused: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -46,6 +47,7 @@ type retainedVolumes struct {
 	key        []byte // the operator key, which the engine seals release records with
 	namespaces []string
 	policy     stalePolicy
+	interval   time.Duration
 	now        func() time.Time
 	// reported is when this process reported each stale claim, by UID.
 	reported map[types.UID]time.Time
@@ -53,7 +55,8 @@ type retainedVolumes struct {
 
 func newRetainedVolumes(mgr ctrl.Manager, cfg WorkspaceConfig, namespaces []string) *retainedVolumes {
 	return &retainedVolumes{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), recorder: mgr.GetEventRecorderFor(engine.DefaultFieldManager),
-		key: cfg.AccessKey, namespaces: namespaces, policy: cfg.stale(activity.Use{}), now: time.Now, reported: map[types.UID]time.Time{}}
+		key: cfg.AccessKey, namespaces: namespaces, policy: cfg.stale(activity.Use{}), interval: cmp.Or(cfg.StaleInterval, DefaultStaleInterval),
+		now: time.Now, reported: map[types.UID]time.Time{}}
 }
 
 // sweep looks at every released workspace volume of the served namespaces (empty: all).

@@ -96,6 +96,12 @@ func (pol stalePolicy) staleTimes(since time.Time, prevReport *metav1.Time, now 
 	return reported, deleteAt, true
 }
 
+// newlyStale reports whether st reports ws stale where its last status did not, or since
+// another time: the Stale event is for the report, once.
+func newlyStale(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus) bool {
+	return st.StaleSince != nil && (ws.Status.StaleSince == nil || !ws.Status.StaleSince.Equal(st.StaleSince))
+}
+
 func latest(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b

@@ -34,46 +34,57 @@ func TestStoppedStatus(t *testing.T) {
 		untouched, stale, del *metav1.Time
 		message               string // a part of it
 	}{
-		{"just stopped", &infrav1alpha1.Workspace{Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}},
-			infrav1alpha1.WorkspaceStopped, month, ago(0), nil, nil, "stopped"},
-		{"still stopping", stopped(nil, nil), infrav1alpha1.WorkspaceStopping, month, nil, nil, nil, "stopped"},
-		{"untouched 10 days of 30", stopped(ago(10*day), nil), infrav1alpha1.WorkspaceStopped, month, ago(10 * day), nil, nil, "stopped"},
-		{"stale, reported now, never deleted", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped, month,
-			ago(40 * day), ago(0), nil, "start it, or delete it"},
-		{"stale, reported 10 days ago", stopped(ago(40*day), ago(10*day)), infrav1alpha1.WorkspaceStopped, month,
-			ago(40 * day), ago(10 * day), nil, "stale"},
-		{"to be deleted 60 days after the last touch", stopped(ago(40*day), ago(10*day)), infrav1alpha1.WorkspaceStopped, twoMonths,
-			ago(40 * day), ago(10 * day), in(20 * day), "will be deleted at 2026-12-15T12:00:00Z"},
-		{"reported only now: the whole notice from now", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped, twoMonths,
-			ago(40 * day), ago(0), in(30 * day), "will be deleted at"},
-		{"settings lowered under it: the gap's notice", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped,
-			stalePolicy{after: day, deleteAfter: 2 * day}, ago(40 * day), ago(0), in(day), "will be deleted at"},
-		{"a call 5 days ago", stopped(ago(40*day), nil), infrav1alpha1.WorkspaceStopped,
-			stalePolicy{after: 30 * day, use: activity.Use{Last: now.Add(-5 * day)}}, ago(5 * day), nil, nil, "stopped"},
-		{"a call recorded before a restart that forgot it", stopped(ago(5*day), nil), infrav1alpha1.WorkspaceStopped, month,
-			ago(5 * day), nil, nil, "stopped"},
-		{"a spec change not yet reconciled", changed, infrav1alpha1.WorkspaceStopped, month, ago(0), nil, nil, "stopped"},
-		{"no stale policy", stopped(ago(400*day), nil), infrav1alpha1.WorkspaceStopped, stalePolicy{}, ago(400 * day), nil, nil, "stopped"},
-		{"stopped by the operator keeps its reason", opStopped, infrav1alpha1.WorkspaceStopped, month,
-			ago(40 * day), ago(0), nil, "unused for 1h"},
+		{name: "just stopped", ws: &infrav1alpha1.Workspace{Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}},
+			phase: infrav1alpha1.WorkspaceStopped, pol: month, untouched: ago(0), message: "stopped"},
+		{name: "still stopping", ws: stopped(nil, nil), phase: infrav1alpha1.WorkspaceStopping, pol: month, message: "stopped"},
+		{name: "untouched 10 days of 30", ws: stopped(ago(10*day), nil), phase: infrav1alpha1.WorkspaceStopped, pol: month,
+			untouched: ago(10 * day), message: "stopped"},
+		{name: "stale, reported now, never deleted", ws: stopped(ago(40*day), nil), phase: infrav1alpha1.WorkspaceStopped, pol: month,
+			untouched: ago(40 * day), stale: ago(0), message: "start it, or delete it"},
+		{name: "stale, reported 10 days ago", ws: stopped(ago(40*day), ago(10*day)), phase: infrav1alpha1.WorkspaceStopped, pol: month,
+			untouched: ago(40 * day), stale: ago(10 * day), message: "stale"},
+		{name: "to be deleted 60 days after the last touch", ws: stopped(ago(40*day), ago(10*day)), phase: infrav1alpha1.WorkspaceStopped,
+			pol: twoMonths, untouched: ago(40 * day), stale: ago(10 * day), del: in(20 * day),
+			message: "will be deleted at 2026-12-15T12:00:00Z"},
+		{name: "reported only now: the whole notice from now", ws: stopped(ago(40*day), nil), phase: infrav1alpha1.WorkspaceStopped,
+			pol: twoMonths, untouched: ago(40 * day), stale: ago(0), del: in(30 * day), message: "will be deleted at"},
+		{name: "settings lowered under it: the gap's notice", ws: stopped(ago(40*day), nil), phase: infrav1alpha1.WorkspaceStopped,
+			pol: stalePolicy{after: day, deleteAfter: 2 * day}, untouched: ago(40 * day), stale: ago(0), del: in(day),
+			message: "will be deleted at"},
+		{name: "a call 5 days ago", ws: stopped(ago(40*day), nil), phase: infrav1alpha1.WorkspaceStopped,
+			pol: stalePolicy{after: 30 * day, use: activity.Use{Last: now.Add(-5 * day)}}, untouched: ago(5 * day), message: "stopped"},
+		{name: "a call recorded before a restart that forgot it", ws: stopped(ago(5*day), nil), phase: infrav1alpha1.WorkspaceStopped,
+			pol: month, untouched: ago(5 * day), message: "stopped"},
+		{name: "a spec change not yet reconciled", ws: changed, phase: infrav1alpha1.WorkspaceStopped, pol: month, untouched: ago(0),
+			message: "stopped"},
+		{name: "no stale policy", ws: stopped(ago(400*day), nil), phase: infrav1alpha1.WorkspaceStopped, pol: stalePolicy{},
+			untouched: ago(400 * day), message: "stopped"},
+		{name: "stopped by the operator keeps its reason", ws: opStopped, phase: infrav1alpha1.WorkspaceStopped, pol: month,
+			untouched: ago(40 * day), stale: ago(0), message: "unused for 1h"},
 	}
 	for _, tc := range cases {
-		in := infrav1alpha1.WorkspaceStatus{Phase: tc.phase, Message: "stopped; the storage is kept", StoppedReason: tc.ws.Status.StoppedReason}
-		if in.StoppedReason != "" {
-			in.Message = tc.ws.Status.Message
-		}
-		st := stoppedStatus(tc.ws, in, tc.pol, now)
-		for _, f := range []struct {
-			name      string
-			got, want *metav1.Time
-		}{{"untouchedSince", st.UntouchedSince, tc.untouched}, {"staleSince", st.StaleSince, tc.stale}, {"deleteAt", st.DeleteAt, tc.del}} {
-			if (f.got == nil) != (f.want == nil) || (f.got != nil && !f.got.Equal(f.want)) {
-				t.Errorf("%s: %s %v, want %v", tc.name, f.name, f.got, f.want)
+		t.Run(tc.name, func(t *testing.T) {
+			in := infrav1alpha1.WorkspaceStatus{Phase: tc.phase, Message: "stopped; the storage is kept", StoppedReason: tc.ws.Status.StoppedReason}
+			if in.StoppedReason != "" {
+				in.Message = tc.ws.Status.Message
 			}
-		}
-		if !strings.Contains(st.Message, tc.message) {
-			t.Errorf("%s: message %q, want it to say %q", tc.name, st.Message, tc.message)
-		}
+			st := stoppedStatus(tc.ws, in, tc.pol, now)
+			for _, f := range []struct {
+				name      string
+				got, want *metav1.Time
+			}{
+				{name: "untouchedSince", got: st.UntouchedSince, want: tc.untouched},
+				{name: "staleSince", got: st.StaleSince, want: tc.stale},
+				{name: "deleteAt", got: st.DeleteAt, want: tc.del},
+			} {
+				if (f.got == nil) != (f.want == nil) || (f.got != nil && !f.got.Equal(f.want)) {
+					t.Errorf("%s %v, want %v", f.name, f.got, f.want)
+				}
+			}
+			if !strings.Contains(st.Message, tc.message) {
+				t.Errorf("message %q, want it to say %q", st.Message, tc.message)
+			}
+		})
 	}
 }
 
@@ -94,14 +105,23 @@ func TestUntilStale(t *testing.T) {
 
 func TestStaleSettingsAreChecked(t *testing.T) {
 	for _, tc := range []struct {
+		name               string
 		after, deleteAfter time.Duration
 		ok                 bool
-	}{{0, 0, true}, {time.Hour, 0, true}, {time.Hour, 2 * time.Hour, true},
-		{time.Hour, time.Hour, false}, {0, time.Hour, false}, {-time.Hour, 0, false}} {
-		err := WorkspaceConfig{StaleAfter: tc.after, DeleteStaleAfter: tc.deleteAfter}.validateStale()
-		if (err == nil) != tc.ok {
-			t.Errorf("stale after %s, delete after %s: %v, want ok %v", tc.after, tc.deleteAfter, err, tc.ok)
-		}
+	}{
+		{name: "neither", after: 0, deleteAfter: 0, ok: true},
+		{name: "reported, never deleted", after: time.Hour, deleteAfter: 0, ok: true},
+		{name: "deleted after the report's notice", after: time.Hour, deleteAfter: 2 * time.Hour, ok: true},
+		{name: "deleted when reported: no notice", after: time.Hour, deleteAfter: time.Hour, ok: false},
+		{name: "deleted, never reported", after: 0, deleteAfter: time.Hour, ok: false},
+		{name: "negative", after: -time.Hour, deleteAfter: 0, ok: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := WorkspaceConfig{StaleAfter: tc.after, DeleteStaleAfter: tc.deleteAfter}.validateStale()
+			if (err == nil) != tc.ok {
+				t.Errorf("stale after %s, delete after %s: %v, want ok %v", tc.after, tc.deleteAfter, err, tc.ok)
+			}
+		})
 	}
 }
 

@@ -36,14 +36,8 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 	res := engine.StatusResult{Fields: fields, Prompt: awaited(st.Phase), Failure: failure.message, FailureReason: failure.reason,
 		RequeueAfter: soonest(untilTimeout(ws, st, now), soonest(pol.idle.untilCheck(st.Phase == infrav1alpha1.WorkspaceRunning, ws.Spec.IdleTimeout, st.StartedAt, now), untilStale(st, pol.stale, now))),
 		Written:      workspaceTransitions(ws, st, livePods(pods))}
-	switch {
-	case st.StoppedReason != "" && !ws.StoppedByOperator():
-		// Stopped just now: the next render, once this status is written, stops the IDE.
-		res.RequeueAfter, res.Prompt = time.Second, true
-		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStoppedByOperator, Message: st.Message}
-	case st.IdleStopAt != nil:
-		res.Notice = engine.Notice{Reason: infrav1alpha1.EventIdleWarning, Message: st.Message}
-	case st.StaleSince != nil && (ws.Status.StaleSince == nil || !ws.Status.StaleSince.Equal(st.StaleSince)):
+	stoppedNow := st.StoppedReason != "" && !ws.StoppedByOperator()
+	if !noticeStop(&res, stoppedNow, st.IdleStopAt, st.Message) && newlyStale(ws, st) {
 		res.Notice = engine.Notice{Reason: infrav1alpha1.EventStale, Message: st.Message}
 	}
 	return res, nil

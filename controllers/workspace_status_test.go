@@ -57,24 +57,40 @@ func TestWorkspacePhases(t *testing.T) {
 		awaited bool
 		reason  string // the Degraded reason; none when empty
 	}{
-		{"new: no pod yet", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), nil, infrav1alpha1.WorkspacePending, "created", "", true, false, ""},
-		{"unscheduled", testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), []corev1.Pod{pod("", corev1.PodPending, false, "")}, infrav1alpha1.WorkspacePending, "scheduled", "", true, false, ""},
-		{"pulling", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceStarting, "ContainerCreating", "", true, false, ""},
-		{"ready", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true, ""},
-		{"start timed out", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &long}),
-			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, infrav1alpha1.WorkspaceFailed, "within 2m0s: ide: ContainerCreating", "", false, true, infrav1alpha1.ReasonStartTimedOut},
-		{"image cannot be pulled: failed at once", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, infrav1alpha1.WorkspaceFailed, "container ide", "", false, true, infrav1alpha1.ReasonImagePullFailed},
-		{"crash loop: failed at once", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
-			[]corev1.Pod{crashing(1)}, infrav1alpha1.WorkspaceFailed, "last exit 9 (Error): node: bad option", "", false, true, infrav1alpha1.ReasonCrashLoop},
-		{"failed recovers when ready", testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &long}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceRunning, "", "n1", false, true, ""},
-		{"stopping", testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}),
-			[]corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, infrav1alpha1.WorkspaceStopping, "exit", "", false, false, ""},
-		{"stopped", testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}),
-			[]corev1.Pod{deleting}, infrav1alpha1.WorkspaceStopped, "storage is kept", "", false, false, ""},
+		{name: "new: no pod yet", ws: testWorkspace(true, infrav1alpha1.WorkspaceStatus{}), phase: infrav1alpha1.WorkspacePending,
+			msg: "created", requeue: true, awaited: false},
+		{name: "unscheduled", ws: testWorkspace(true, infrav1alpha1.WorkspaceStatus{}),
+			pods: []corev1.Pod{pod("", corev1.PodPending, false, "")}, phase: infrav1alpha1.WorkspacePending, msg: "scheduled",
+			requeue: true, awaited: false},
+		{name: "pulling",
+			ws:   testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			pods: []corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, phase: infrav1alpha1.WorkspaceStarting,
+			msg: "ContainerCreating", requeue: true, awaited: false},
+		{name: "ready",
+			ws:   testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			pods: []corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, phase: infrav1alpha1.WorkspaceRunning, node: "n1", requeue: false,
+			awaited: true},
+		{name: "start timed out",
+			ws:   testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &long}),
+			pods: []corev1.Pod{pod("n1", corev1.PodPending, false, "ContainerCreating")}, phase: infrav1alpha1.WorkspaceFailed,
+			msg: "within 2m0s: ide: ContainerCreating", requeue: false, awaited: true, reason: infrav1alpha1.ReasonStartTimedOut},
+		{name: "image cannot be pulled: failed at once",
+			ws:   testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			pods: []corev1.Pod{pod("n1", corev1.PodPending, false, "ImagePullBackOff")}, phase: infrav1alpha1.WorkspaceFailed,
+			msg: "container ide", requeue: false, awaited: true, reason: infrav1alpha1.ReasonImagePullFailed},
+		{name: "crash loop: failed at once",
+			ws:   testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStarting, StartRequestedAt: &started}),
+			pods: []corev1.Pod{crashing(1)}, phase: infrav1alpha1.WorkspaceFailed, msg: "last exit 9 (Error): node: bad option",
+			requeue: false, awaited: true, reason: infrav1alpha1.ReasonCrashLoop},
+		{name: "failed recovers when ready",
+			ws:   testWorkspace(true, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceFailed, StartRequestedAt: &long}),
+			pods: []corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, phase: infrav1alpha1.WorkspaceRunning, node: "n1", requeue: false,
+			awaited: true},
+		{name: "stopping", ws: testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}),
+			pods: []corev1.Pod{pod("n1", corev1.PodRunning, true, "")}, phase: infrav1alpha1.WorkspaceStopping, msg: "exit", requeue: false,
+			awaited: false},
+		{name: "stopped", ws: testWorkspace(false, infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceStopping}),
+			pods: []corev1.Pod{deleting}, phase: infrav1alpha1.WorkspaceStopped, msg: "storage is kept", requeue: false, awaited: false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,16 +225,18 @@ func TestWorkspaceValuesAndRetain(t *testing.T) {
 // its place, in workspaces that name the default or none; an image of the user's own is kept.
 func TestWorkspaceIDEImageMirror(t *testing.T) {
 	const mirror = "mirror.example/code-server@sha256:0123"
-	for _, tc := range []struct{ spec, mirror, want string }{
-		{"", "", workspace.DefaultImage},
-		{"", mirror, mirror},
-		{workspace.DefaultImage, mirror, mirror},
-		{"example/my-ide:1", mirror, "example/my-ide:1"},
+	for _, tc := range []struct{ name, spec, mirror, want string }{
+		{name: "no mirror", want: workspace.DefaultImage},
+		{name: "no image named", mirror: mirror, want: mirror},
+		{name: "the default named", spec: workspace.DefaultImage, mirror: mirror, want: mirror},
+		{name: "the user's own", spec: "example/my-ide:1", mirror: mirror, want: "example/my-ide:1"},
 	} {
-		l := WorkspaceLifecycle{WorkspaceConfig: WorkspaceConfig{IDEImage: tc.mirror}}
-		if got := l.image(tc.spec); got != tc.want {
-			t.Errorf("spec.image %q with mirror %q: %q, want %q", tc.spec, tc.mirror, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			l := WorkspaceLifecycle{WorkspaceConfig: WorkspaceConfig{IDEImage: tc.mirror}}
+			if got := l.image(tc.spec); got != tc.want {
+				t.Errorf("spec.image %q with mirror %q: %q, want %q", tc.spec, tc.mirror, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -233,21 +251,23 @@ func TestWorkspaceAdoptsOnlyItsOwnersVolume(t *testing.T) {
 		labels map[string]string
 		ok     bool
 	}{
-		{"same owner", map[string]string{workspace.OwnerLabel: "alice"}, true},
-		{"another user's", map[string]string{workspace.OwnerLabel: "bob"}, false},
-		{"no owner label", nil, false},
+		{name: "same owner", labels: map[string]string{workspace.OwnerLabel: "alice"}, ok: true},
+		{name: "another user's", labels: map[string]string{workspace.OwnerLabel: "bob"}, ok: false},
+		{name: "no owner label", ok: false},
 	}
 	for _, tc := range cases {
-		pvc := &metav1.ObjectMeta{Name: "alice-go-home", Labels: tc.labels}
-		err := (WorkspaceLifecycle{}).Adopt(ws, pvc)
-		var refusal *engine.Refusal
-		switch {
-		case tc.ok && err != nil:
-			t.Errorf("%s: Adopt = %v, want nil", tc.name, err)
-		case !tc.ok && (!errors.As(err, &refusal) || refusal.Reason != infrav1alpha1.ReasonVolumeOwnedByAnotherUser):
-			t.Errorf("%s: Adopt = %v, want a %s refusal", tc.name, err, infrav1alpha1.ReasonVolumeOwnedByAnotherUser)
-		case !tc.ok && strings.Contains(err.Error(), "bob"):
-			t.Errorf("%s: the refusal %q names the volume's owner", tc.name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			pvc := &metav1.ObjectMeta{Name: "alice-go-home", Labels: tc.labels}
+			err := (WorkspaceLifecycle{}).Adopt(ws, pvc)
+			var refusal *engine.Refusal
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("Adopt = %v, want nil", err)
+			case !tc.ok && (!errors.As(err, &refusal) || refusal.Reason != infrav1alpha1.ReasonVolumeOwnedByAnotherUser):
+				t.Errorf("Adopt = %v, want a %s refusal", err, infrav1alpha1.ReasonVolumeOwnedByAnotherUser)
+			case !tc.ok && strings.Contains(err.Error(), "bob"):
+				t.Errorf("the refusal %q names the volume's owner", err)
+			}
+		})
 	}
 }
