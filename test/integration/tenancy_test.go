@@ -123,7 +123,7 @@ func claims(u *unstructured.Unstructured, host string) error {
 // TestTenancyNetworkPoliciesAreAccepted: the egress policies the charts render for a workspace
 // and a VM, and the workspace API's policy in config/default, are accepted by the API server.
 // (No CNI enforces them here: what they allow is tested on the rendered objects, in
-// controllers/workspace_ingress_test.go.)
+// controllers/egress_test.go.)
 func TestTenancyNetworkPoliciesAreAccepted(t *testing.T) {
 	ns := newNamespace(t)
 	newWorkspace(t, ns, "ide", infrav1alpha1.WorkspaceSpec{Owner: "alice"})
