@@ -27,7 +27,7 @@ import (
 //   - Conditional writes. Each write is conditional on what was checked: a create is an apply
 //     with resourceVersion createOnly, which fails if an object appeared meanwhile; an update
 //     carries the resourceVersion read; a delete carries the UID read. A write refused for that
-//     reason is errStale, and the reconcile starts again from fresh reads, never overwrites.
+//     reason is errConflict, and the reconcile starts again from fresh reads, never overwrites.
 //   - No write without a change. A child whose spec hash and rendered fields hold is not
 //     written (unchanged); a resync writes nothing.
 //   - Order. Children are written in waves (waves): what others need at admission first.
@@ -47,12 +47,12 @@ func (e *ownershipConflictError) Error() string {
 	return strings.Join(e.Conflicts, "; ")
 }
 
-// errStale means a child changed between our read and our write; the write was refused and the
-// reconcile is repeated from fresh reads.
-var errStale = errors.New("a child changed since it was read")
+// errConflict means a child changed between our read and our write (we lost a write race); the
+// write was refused and the reconcile is repeated from fresh reads.
+var errConflict = errors.New("a child changed since it was read")
 
-// staleRetry is how soon a reconcile that met errStale is repeated.
-const staleRetry = time.Second
+// conflictRetry is how soon a reconcile that met errConflict is repeated.
+const conflictRetry = time.Second
 
 // createOnly is the resourceVersion precondition of a server-side apply that creates a child:
 // no live object has it, so the apply fails with a conflict if an object appeared meanwhile,
@@ -210,7 +210,7 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 		}
 		wg.Wait()
 		for i, res := range results {
-			if errors.Is(res.err, errStale) {
+			if errors.Is(res.err, errConflict) {
 				return nil, res.err
 			}
 			if res.err != nil {
@@ -347,7 +347,7 @@ func (r *reconciler) replace(ctx context.Context, owner, current *unstructured.U
 	uid := current.GetUID()
 	err := r.client.Delete(ctx, current, client.PropagationPolicy("Background"), client.Preconditions{UID: &uid})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return fmt.Errorf("replacing %s: %w", describe(current), errStale)
+		return fmt.Errorf("replacing %s: %w", describe(current), errConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("deleting %s to replace it: %w", describe(current), err)
@@ -368,7 +368,7 @@ func (r *reconciler) apply(ctx context.Context, st step) (*unstructured.Unstruct
 	err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(r.cfg.fieldManager), client.ForceOwnership)
 	r.metrics.applySeconds.WithLabelValues(r.gvk.Kind).Observe(time.Since(start).Seconds())
 	if apierrors.IsConflict(err) {
-		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), errStale)
+		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), errConflict)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), err)

@@ -114,7 +114,7 @@ type lastWrite struct {
 	generation int64
 	since      time.Time
 	// inventory is the children written that no written status records yet: of a status put
-	// off, or of a reconcile that met a stale child. They exist, so teardown and prune must
+	// off, or of a reconcile that met a write conflict. They exist, so teardown and prune must
 	// know them.
 	inventory *infrav1alpha1.Inventory
 }

@@ -83,7 +83,7 @@ type scope struct {
 	outcome      outcome
 	firstInstall bool          // no child was applied before: the status has no inventory
 	released     bool          // our finalizer is gone: forget the resource once its status is written
-	stale        bool          // a write found a child changed since it was read: write no status now
+	conflicted   bool          // a write found a child changed since it was read: write no status now
 	deferred     time.Duration // a progress-only status write was put off by this long
 }
 
@@ -228,14 +228,15 @@ func (r *reconciler) applyFailed(s *scope, desired []*unstructured.Unstructured,
 	var conflict *ownershipConflictError
 	var invalid *childInvalidError
 	switch {
-	case errors.Is(err, errStale):
-		// No status is written from stale reads, but the children written before the stale
-		// one exist: remembered, a prune or a delete before the next status write finds them.
-		s.stale = true
+	case errors.Is(err, errConflict):
+		// No status is written from reads a write conflict proved out of date, but the
+		// children written before the conflict exist: remembered, a prune or a delete before
+		// the next status write finds them.
+		s.conflicted = true
 		r.status.memo.remember(s.obj, inventoryOf(desired))
-		return ctrl.Result{RequeueAfter: staleRetry}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case errors.As(err, &conflict):
-		// Retried: the conflict clears once the other object is gone.
+		// Retried: the ownership conflict clears once the other object is gone.
 		return ctrl.Result{}, r.stall(s, conflict.Reason, err)
 	}
 	// Some children may have been created: record them, so that a delete finds them.
@@ -308,8 +309,8 @@ func (r *reconciler) finish(ctx context.Context, base *unstructured.Unstructured
 
 // patchStatus computes the scope's status and hands it to the status writer.
 func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
-	if s.stale {
-		return nil // computed from reads a write found stale
+	if s.conflicted {
+		return nil // computed from reads a write conflict proved out of date
 	}
 	var before metav1.Condition
 	if c := meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionDegraded); c != nil {

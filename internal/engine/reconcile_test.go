@@ -337,15 +337,15 @@ func TestReconcileBranches(t *testing.T) {
 		},
 		check: checkForeignUnchanged,
 	}, {
-		name:  "stale read",
+		name:  "write conflict",
 		funcs: conflictOnce("ConfigMap"),
 		want: reconcileWant{
-			requeue: staleRetry, finalizer: true,
-			// The status is computed from reads a write found stale: none is written.
+			requeue: conflictRetry, finalizer: true,
+			// The status is computed from reads the conflict proved out of date: none is written.
 			noStatus: true,
 			absent:   []string{config},
 		},
-		check: checkStaleRetrySucceeds(config, service),
+		check: checkConflictRetrySucceeds(config, service),
 	}, {
 		name: "delete",
 		run:  deleteAfterInstall,
@@ -573,9 +573,9 @@ func checkForeignUnchanged(t *testing.T, h *unitHarness) {
 	}
 }
 
-// checkStaleRetrySucceeds: the stale pass must not have been a dead end; the requeued pass,
-// reading afresh, writes the children and the status.
-func checkStaleRetrySucceeds(refs ...string) func(*testing.T, *unitHarness) {
+// checkConflictRetrySucceeds: the conflicted pass must not have been a dead end; the requeued
+// pass, reading afresh, writes the children and the status.
+func checkConflictRetrySucceeds(refs ...string) func(*testing.T, *unitHarness) {
 	return func(t *testing.T, h *unitHarness) {
 		if res, err := h.reconcile(t); err != nil || res.RequeueAfter != 0 {
 			t.Fatalf("the retry returned %+v, %v; want done", res, err)
@@ -591,17 +591,17 @@ func checkStaleRetrySucceeds(refs ...string) func(*testing.T, *unitHarness) {
 	}
 }
 
-// TestChildrenWrittenBeforeAStaleWriteArePruned: a reconcile that meets a stale child writes no
+// TestChildrenWrittenBeforeAConflictArePruned: a reconcile that meets a write conflict writes no
 // status, but the children it wrote before are in the cluster; when the spec then stops
 // rendering one of them, the next reconcile must still know it and prune it.
-func TestChildrenWrittenBeforeAStaleWriteArePruned(t *testing.T) {
+func TestChildrenWrittenBeforeAConflictArePruned(t *testing.T) {
 	extra := "ConfigMap/" + unitDemoName + "-extra"
 	h := newUnitHarness(t, conflictOnce("Service"), unitDemo(map[string]any{"extra": true}))
-	if res, err := h.reconcile(t); err != nil || res.RequeueAfter != staleRetry {
-		t.Fatalf("the stale pass returned %+v, %v: want a requeue after %s", res, err, staleRetry)
+	if res, err := h.reconcile(t); err != nil || res.RequeueAfter != conflictRetry {
+		t.Fatalf("the conflicted pass returned %+v, %v: want a requeue after %s", res, err, conflictRetry)
 	}
 	if h.object(t, extra) == nil {
-		t.Fatalf("%s was not written before the Service's stale write", extra)
+		t.Fatalf("%s was not written before the Service's conflicted write", extra)
 	}
 	d := h.demo(t)
 	d.Object["spec"] = map[string]any{"extra": false}
@@ -613,6 +613,6 @@ func TestChildrenWrittenBeforeAStaleWriteArePruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if h.object(t, extra) != nil {
-		t.Errorf("%s, written before a stale write and no longer rendered, was not pruned", extra)
+		t.Errorf("%s, written before a write conflict and no longer rendered, was not pruned", extra)
 	}
 }
