@@ -14,6 +14,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
@@ -63,7 +64,7 @@ func IndexWorkspaceHosts(ctx context.Context, indexer client.FieldIndexer) error
 }
 
 func workspaceHost(o client.Object) []string {
-	u, ok := engine.AsUnstructured(o)
+	u, ok := objcache.AsUnstructured(o)
 	if !ok {
 		return nil
 	}

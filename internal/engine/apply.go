@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 )
 
 // The applier: plan, judge, write, apply and replace (this file), prune, deleteEntries and
@@ -171,13 +172,13 @@ func (r *reconciler) readLive(ctx context.Context, like *unstructured.Unstructur
 
 // getChild reads a child from the child cache; nil when the cache has none. A stub the cache
 // holds for an object no live resource of ours held when it was cached is read whole from the
-// API server: the object may have become ours since (cachetrim.go).
+// API server: the object may have become ours since (owners.go, childTrim).
 func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	current, err := r.children.get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", describe(like), err)
 	}
-	if current == nil || !trimmed(current) {
+	if current == nil || !objcache.Trimmed(current) {
 		return current, nil
 	}
 	return r.readLive(ctx, like)

@@ -7,7 +7,8 @@
 // that resource (controller owner reference with the resource's UID, or AnnotationRetainedFor
 // naming it); any other object in a child's place is an OwnershipConflict.
 //
-// The package defines no API: controller-gen must not take its cache's compact objects for one.
+// The package defines no API and says so to controller-gen, which once took one of its types
+// for one (the cache's compact objects, since moved to objcache, which says so too).
 // +kubebuilder:skip
 package engine
 
@@ -203,7 +204,7 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
 	// Before any child is written, so that the child cache keeps each one whole from its first
-	// event on (cachetrim.go).
+	// event on (owners.go).
 	r.owners.expect(s.obj, inventoryIDs(desired))
 	live, err := r.applyAll(ctx, s, desired)
 	if err != nil {

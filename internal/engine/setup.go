@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
@@ -66,13 +68,13 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 
 // newChildCache is a cache of the operator's children: every object carrying our managed-by
 // label, whole only when a live resource we serve holds it (anyone may set the label on their
-// own objects), so memory follows what we manage, not what others label (cachetrim.go).
+// own objects), so memory follows what we manage, not what others label (owners.go).
 func newChildCache(mgr ctrl.Manager, watched []string, held *owners, tracked func() bool) (cache.Cache, error) {
 	opts := cache.Options{
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
-		DefaultTransform:     compacting(held.transform, childReadable),
+		DefaultTransform:     objcache.CompactFor(childTrim.Transform(held.holds), childReadable),
 		DefaultNamespaces:    namespaces.CacheConfigs(watched),
 	}
 	c, err := cache.New(mgr.GetConfig(), opts)
@@ -83,6 +85,25 @@ func newChildCache(mgr ctrl.Manager, watched []string, held *owners, tracked fun
 		return nil, fmt.Errorf("adding the child cache: %w", err)
 	}
 	return c, nil
+}
+
+// childTrim is what the child cache keeps of an object no live resource of ours holds: the
+// labels the engine selects and maps on, and the retained-for record, so that its stub still
+// says who holds it. Such an object is read from the API server whenever the engine needs more
+// (getChild).
+var childTrim = objcache.Trim{
+	Labels:      []string{LabelManagedBy, LabelName, LabelInstance, LabelPartOf, LabelVersion},
+	Annotations: []string{AnnotationRetainedFor},
+}
+
+// childReadable is what the child cache's readers need of its objects' metadata: the
+// annotations its event handlers map on (toOwner) and that mark stubs, and the labels of pods,
+// which are selected and mapped on by label (watchPods, reconciler.pods). The rest, such as a
+// child's spec hash, is read from whole objects only: a label selector on another kind in this
+// cache would match nothing until that kind is added here.
+var childReadable = objcache.Readable{
+	Annotation: func(key string) bool { return key == AnnotationRetainedFor || key == objcache.AnnotationTrimmed },
+	Labels:     func(obj any) bool { _, pod := obj.(*corev1.Pod); return pod },
 }
 
 // startAfter starts a cache once ready says so: the child cache, once the owner record holds
@@ -167,7 +188,7 @@ func (r *reconciler) dropCaughtUpStatus(mgr ctrl.Manager) error {
 		return fmt.Errorf("watching %s for the write memo: %w", r.gvk.Kind, err)
 	}
 	caughtUp := func(obj any) {
-		if u, ok := AsUnstructured(obj); ok {
+		if u, ok := objcache.AsUnstructured(obj); ok {
 			r.status.memo.caughtUp(u)
 		}
 	}
