@@ -174,7 +174,7 @@ func (r *reconciler) readLive(ctx context.Context, like *unstructured.Unstructur
 // holds for an object no live resource of ours held when it was cached is read whole from the
 // API server: the object may have become ours since (owners.go, childTrim).
 func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	current, err := r.children.get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
+	current, err := r.children.Get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", describe(like), err)
 	}
@@ -301,7 +301,7 @@ func (r *reconciler) writeStep(ctx context.Context, owner *unstructured.Unstruct
 // API server, and so the cache, keeps no value its Go type omits when empty (readOnly: false),
 // and no field the type does not know.
 func (r *reconciler) unchanged(st step) bool {
-	return upToDate(st.desired, nil, st.current) || upToDate(st.desired, r.children.asStored(st.desired), st.current)
+	return upToDate(st.desired, nil, st.current) || upToDate(st.desired, r.children.AsStored(st.desired), st.current)
 }
 
 // prerequisites are the kinds whose objects others may need at admission: a pod is refused

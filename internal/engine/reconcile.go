@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
@@ -46,10 +47,10 @@ import (
 // reconciler serves one watches.yaml entry: it renders the entry's chart for each custom
 // resource and owns the children's lifecycle.
 type reconciler struct {
-	client    client.Client // writes
-	apiReader client.Reader // reads that must not be stale: who holds a child's place, our finalizer
-	resources store         // the manager's cache: the custom resources
-	children  store         // the operator's children only (label-selected)
+	client    client.Client  // writes
+	apiReader client.Reader  // reads that must not be stale: who holds a child's place, our finalizer
+	resources objcache.Store // the manager's cache: the custom resources
+	children  objcache.Store // the operator's children only (label-selected)
 	mapper    meta.RESTMapper
 	recorder  record.EventRecorder
 	caps      *capabilities
@@ -95,7 +96,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.observe(ctx, retErr)
 		log.FromContext(ctx).V(1).Info("reconciled", "duration", time.Since(start).String(), "requeueAfter", res.RequeueAfter.String(), "error", retErr)
 	}()
-	obj, err := r.resources.get(ctx, r.gvk, req.NamespacedName)
+	obj, err := r.resources.Get(ctx, r.gvk, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", r.gvk.Kind, req, err)
 	}

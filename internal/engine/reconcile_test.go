@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
@@ -47,7 +48,7 @@ const (
 	unitDemoUID   = types.UID("5d1c7a2e-0000-4000-8000-00000000d001")
 )
 
-// clientCache is the cache.Cache a store reads, served by the fake client: store reads through
+// clientCache is the cache.Cache a Store reads, served by the fake client: a Store reads through
 // Get and List alone, so every other method is left to the nil embedded Cache (a call panics,
 // which would say the engine started to need more). selector, when set, is the child cache's
 // label selection: an object without our managed-by label is not in it, as in production, so
@@ -102,8 +103,8 @@ func newUnitHarness(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 	r := &reconciler{
 		client: c, apiReader: c, mapper: mapper,
-		resources: store{cache: clientCache{reader: c}},
-		children:  store{cache: clientCache{reader: c, selector: managed}, scheme: clientgoscheme.Scheme},
+		resources: objcache.Store{Cache: clientCache{reader: c}},
+		children:  objcache.Store{Cache: clientCache{reader: c, selector: managed}, Scheme: clientgoscheme.Scheme},
 		recorder:  events, caps: unitCapabilities(), chart: chart, lifecycle: ChartOnly{},
 		watch: watches.Watch{Group: unitDemoGVK.Group, Version: unitDemoGVK.Version, Kind: unitDemoGVK.Kind, MaxConcurrentReconciles: 1},
 		gvk:   unitDemoGVK, selector: labels.Everything(), cfg: defaultConfig(), metrics: newEngineMetrics(),

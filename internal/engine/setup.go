@@ -136,7 +136,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 	}
 	r := &reconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(),
-		resources: store{cache: mgr.GetCache()}, children: store{cache: childCache, scheme: clientgoscheme.Scheme},
+		resources: objcache.Store{Cache: mgr.GetCache()}, children: objcache.Store{Cache: childCache, Scheme: clientgoscheme.Scheme},
 		recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, shard: shardOf(sel), cfg: cfg, metrics: sharedMetrics(),
 		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(), owners: held,
@@ -150,7 +150,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name()).
-		For(r.resources.object(r.gvk), builder.WithPredicates(
+		For(r.resources.Object(r.gvk), builder.WithPredicates(
 			// A resource that leaves the selector, served by us, still passes: its reconcile
 			// forgets it, and its deletion tears it down.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -183,7 +183,7 @@ func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // dropCaughtUpStatus lets the write memo forget each status the cache has caught up with.
 func (r *reconciler) dropCaughtUpStatus(mgr ctrl.Manager) error {
-	inf, err := mgr.GetCache().GetInformer(context.Background(), r.resources.object(r.gvk))
+	inf, err := mgr.GetCache().GetInformer(context.Background(), r.resources.Object(r.gvk))
 	if err != nil {
 		return fmt.Errorf("watching %s for the write memo: %w", r.gvk.Kind, err)
 	}
@@ -212,7 +212,7 @@ func (r *reconciler) watchPods() error {
 		}
 		return request(o.GetNamespace(), labels[LabelInstance])
 	})
-	if err := r.controller.Watch(r.children.source(podGVK, toOwner)); err != nil {
+	if err := r.controller.Watch(r.children.Source(podGVK, toOwner)); err != nil {
 		return fmt.Errorf("watching the pods of %s: %w", r.gvk.Kind, err)
 	}
 	return nil
@@ -231,7 +231,7 @@ func (r *reconciler) ensureWatches(objs []*unstructured.Unstructured) error {
 		if r.watched[gvk] {
 			continue
 		}
-		if err := r.controller.Watch(r.children.source(gvk, handler.EnqueueRequestsFromMapFunc(r.toOwner))); err != nil {
+		if err := r.controller.Watch(r.children.Source(gvk, handler.EnqueueRequestsFromMapFunc(r.toOwner))); err != nil {
 			return fmt.Errorf("watching %s: %w", gvk, err)
 		}
 		r.watched[gvk] = true

@@ -118,7 +118,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 
 // pods lists, from the child cache, the pods the chart's workloads run for obj.
 func (r *reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	pods, err := r.children.listOf(ctx, podGVK, client.InNamespace(obj.GetNamespace()),
+	pods, err := r.children.List(ctx, podGVK, client.InNamespace(obj.GetNamespace()),
 		client.MatchingLabels{LabelName: r.chart.Name(), LabelInstance: obj.GetName()})
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods of %s %s: %w", r.gvk.Kind, obj.GetName(), err)

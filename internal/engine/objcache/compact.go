@@ -1,9 +1,10 @@
 // Package objcache is how the operator's caches hold objects in memory, which is most of its
 // memory at scale (docs/engine.md, "Memory"): each object compact, its readable metadata as a
 // struct and the rest as JSON compressed against an earlier object of its kind (Compact,
-// CompactFor, DictCodec), the strings that metadata repeats shared (intern.go), and objects that
-// no live resource holds as stubs (Trim). A compact object's readers never see the difference:
-// every Get and List decodes a fresh, whole object.
+// CompactFor, DictCodec), the strings that metadata repeats shared (intern.go), objects that no
+// live resource holds as stubs (Trim), and built-in kinds through their Go types, read as
+// unstructured (Store). A compact object's readers never see the difference: every Get and List
+// decodes a fresh, whole object.
 //
 // It knows nothing of reconciling: what the engine reads, and who holds what, are given to it.
 //
