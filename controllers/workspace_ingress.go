@@ -48,6 +48,8 @@ var (
 	knownPlaceholders = map[string]bool{"{owner}": true, "{name}": true, "{namespace}": true}
 	ingressHostPath   = field.NewPath("spec", "ingress", "host")
 	_                 = engine.Lifecycle(workspaceTenancy{})
+	_                 = engine.StatusReporter(workspaceTenancy{})
+	_                 = engine.Retainer(workspaceTenancy{})
 	_                 = engine.PodObserver(workspaceTenancy{})
 	_                 = engine.Adopter(workspaceTenancy{})
 )

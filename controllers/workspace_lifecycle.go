@@ -104,9 +104,11 @@ func (c WorkspaceConfig) idle(use activity.Use) idlePolicy {
 const DefaultMaxFailedStarts = 3
 
 var (
-	_ engine.Lifecycle   = WorkspaceLifecycle{}
-	_ engine.PodObserver = WorkspaceLifecycle{}
-	_ engine.Adopter     = WorkspaceLifecycle{}
+	_ engine.Lifecycle      = WorkspaceLifecycle{}
+	_ engine.StatusReporter = WorkspaceLifecycle{}
+	_ engine.Retainer       = WorkspaceLifecycle{}
+	_ engine.PodObserver    = WorkspaceLifecycle{}
+	_ engine.Adopter        = WorkspaceLifecycle{}
 )
 
 // ObservesPods asks the engine for the IDE pods.

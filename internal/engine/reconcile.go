@@ -77,7 +77,7 @@ type reconciler struct {
 type scope struct {
 	obj          *unstructured.Unstructured
 	status       engineStatus
-	fields       map[string]any // the kind's status fields (Lifecycle.Status)
+	fields       map[string]any // the kind's status fields (StatusReporter)
 	progress     []string       // the fields that only count progress
 	prompt       bool           // the kind wants this status written at once
 	notice       Notice         // the kind's event, recorded when the status is written changed

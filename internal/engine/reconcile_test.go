@@ -617,3 +617,37 @@ func TestChildrenWrittenBeforeAConflictArePruned(t *testing.T) {
 		t.Errorf("%s, written before a write conflict and no longer rendered, was not pruned", extra)
 	}
 }
+
+// TestDeleteReleasesWhatTheKindRetains: a Retainer's children are applied without an owner
+// reference, and on delete released (our label off, the retained-for record on) instead of
+// deleted; the rest go. A kind's StatusReporter fields are written with the engine's.
+func TestDeleteReleasesWhatTheKindRetains(t *testing.T) {
+	claim := "PersistentVolumeClaim/" + unitDemoName + "-claim"
+	h := newUnitHarness(t, interceptor.Funcs{}, unitDemo(map[string]any{"claim": true}))
+	h.r.lifecycle = keepClaims{}
+	h.r.status.firstDelay = 0 // the claim is never bound: the status must not wait for it
+	if _, err := h.reconcile(t); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	if c := h.object(t, claim); c == nil || len(c.GetOwnerReferences()) != 0 {
+		t.Fatalf("the retained claim is %v; want it applied without an owner reference", c)
+	}
+	if n, _, _ := unstructured.NestedInt64(h.last.Object, "status", "children"); n != 3 {
+		t.Errorf("status.children = %d, want the kind's count of 3", n)
+	}
+	h.drainEvents()
+	if err := h.client.Delete(context.Background(), h.demo(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.reconcileUntilGone(t, 3); err != nil {
+		t.Fatal(err)
+	}
+	c := h.object(t, claim)
+	if c == nil || c.GetLabels()[LabelManagedBy] != "" || c.GetAnnotations()[AnnotationRetainedFor] == "" {
+		t.Fatalf("the claim after delete: %v; want it kept, released and marked", c)
+	}
+	checkChildren(t, h, reconcileWant{absent: []string{"ConfigMap/" + unitDemoName + "-config", "Service/" + unitDemoName}})
+	if events := h.drainEvents(); len(events) == 0 || !strings.HasPrefix(events[0], "Normal "+infrav1alpha1.EventChildReleased+" Kept "+strings.Replace(claim, "/", " ", 1)) {
+		t.Errorf("events = %q, want the claim's release first", events)
+	}
+}

@@ -22,7 +22,7 @@ import (
 )
 
 // engineStatus is the part of a custom resource's status the engine owns. Kinds add their own
-// fields next to it (Lifecycle.Status).
+// fields next to it (StatusReporter).
 type engineStatus struct {
 	ObservedGeneration int64                    `json:"observedGeneration,omitempty"`
 	Conditions         []metav1.Condition       `json:"conditions,omitempty"`
@@ -107,7 +107,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 		}
 		observed.Pods = pods
 	}
-	res, err := r.lifecycle.Status(s.obj, observed)
+	res, err := statusOf(r.lifecycle, s.obj, observed)
 	if err != nil {
 		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
