@@ -125,16 +125,7 @@ func (l VirtualMachineLifecycle) launcherMemory(memory resource.Quantity, cpus i
 // Retain keeps the disk when the reclaim policy is Retain.
 func (VirtualMachineLifecycle) Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	policy, _, _ := unstructured.NestedString(obj.Object, "spec", "disk", "reclaimPolicy")
-	if infrav1alpha1.ReclaimPolicy(policy) != infrav1alpha1.ReclaimRetain {
-		return nil, nil
-	}
-	var keep []*unstructured.Unstructured
-	for _, c := range children {
-		if c.GetKind() == "PersistentVolumeClaim" {
-			keep = append(keep, c)
-		}
-	}
-	return keep, nil
+	return volumesToRetain(infrav1alpha1.ReclaimPolicy(policy), children), nil
 }
 
 // Adopt lets a VM take over the disk retained from an earlier VM of its name in its namespace:
