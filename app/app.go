@@ -18,16 +18,17 @@ import (
 
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
 // CacheOptions are the manager's cache options: only watchNamespaces when any (WATCH_NAMESPACE),
 // every namespace when none. The cache holds its objects compact, without managed fields
-// (engine.Compact).
+// (objcache.Compact).
 func CacheOptions(watchNamespaces []string) cache.Options {
 	return cache.Options{
-		DefaultTransform:  engine.Compact(nil),
+		DefaultTransform:  objcache.Compact(nil),
 		DefaultNamespaces: namespaces.CacheConfigs(watchNamespaces),
 	}
 }

@@ -32,7 +32,6 @@ import (
 // own status never says. A spec that asks for more than its author may have (another user's
 // Secret, a taint or a device the admin did not allow) never renders.
 type GenericDaemonLifecycle struct {
-	engine.ChartOnly
 	GenericDaemonConfig
 }
 
@@ -55,8 +54,9 @@ type GenericDaemonConfig struct {
 var baseResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
 
 var (
-	_ engine.Lifecycle   = GenericDaemonLifecycle{}
-	_ engine.PodObserver = GenericDaemonLifecycle{}
+	_ engine.Lifecycle      = GenericDaemonLifecycle{}
+	_ engine.StatusReporter = GenericDaemonLifecycle{}
+	_ engine.PodObserver    = GenericDaemonLifecycle{}
 )
 
 // ObservesPods asks the engine for the daemon's pods.

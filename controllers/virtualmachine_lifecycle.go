@@ -28,9 +28,17 @@ type VirtualMachineLifecycle struct {
 }
 
 var (
-	_ engine.Lifecycle   = VirtualMachineLifecycle{}
-	_ engine.PodObserver = VirtualMachineLifecycle{}
-	_ engine.Adopter     = VirtualMachineLifecycle{}
+	_ engine.Lifecycle      = VirtualMachineLifecycle{}
+	_ engine.StatusReporter = VirtualMachineLifecycle{}
+	_ engine.Retainer       = VirtualMachineLifecycle{}
+	_ engine.PodObserver    = VirtualMachineLifecycle{}
+	_ engine.Adopter        = VirtualMachineLifecycle{}
+	// The lifecycle the registry registers, vmTenancy, embeds this one: it must keep them all,
+	// which the engine finds by type assertion.
+	_ engine.StatusReporter = vmTenancy{}
+	_ engine.Retainer       = vmTenancy{}
+	_ engine.PodObserver    = vmTenancy{}
+	_ engine.Adopter        = vmTenancy{}
 )
 
 // ObservesPods asks the engine for the guest's pod.
@@ -117,16 +125,7 @@ func (l VirtualMachineLifecycle) launcherMemory(memory resource.Quantity, cpus i
 // Retain keeps the disk when the reclaim policy is Retain.
 func (VirtualMachineLifecycle) Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	policy, _, _ := unstructured.NestedString(obj.Object, "spec", "disk", "reclaimPolicy")
-	if infrav1alpha1.ReclaimPolicy(policy) != infrav1alpha1.ReclaimRetain {
-		return nil, nil
-	}
-	var keep []*unstructured.Unstructured
-	for _, c := range children {
-		if c.GetKind() == "PersistentVolumeClaim" {
-			keep = append(keep, c)
-		}
-	}
-	return keep, nil
+	return volumesToRetain(infrav1alpha1.ReclaimPolicy(policy), children), nil
 }
 
 // Adopt lets a VM take over the disk retained from an earlier VM of its name in its namespace:

@@ -14,6 +14,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
@@ -45,6 +46,8 @@ var (
 	knownPlaceholders = map[string]bool{"{owner}": true, "{name}": true, "{namespace}": true}
 	ingressHostPath   = field.NewPath("spec", "ingress", "host")
 	_                 = engine.Lifecycle(workspaceTenancy{})
+	_                 = engine.StatusReporter(workspaceTenancy{})
+	_                 = engine.Retainer(workspaceTenancy{})
 	_                 = engine.PodObserver(workspaceTenancy{})
 	_                 = engine.Adopter(workspaceTenancy{})
 )
@@ -61,7 +64,7 @@ func IndexWorkspaceHosts(ctx context.Context, indexer client.FieldIndexer) error
 }
 
 func workspaceHost(o client.Object) []string {
-	u, ok := engine.AsUnstructured(o)
+	u, ok := objcache.AsUnstructured(o)
 	if !ok {
 		return nil
 	}

@@ -104,9 +104,11 @@ func (c WorkspaceConfig) idle(use activity.Use) idlePolicy {
 const DefaultMaxFailedStarts = 3
 
 var (
-	_ engine.Lifecycle   = WorkspaceLifecycle{}
-	_ engine.PodObserver = WorkspaceLifecycle{}
-	_ engine.Adopter     = WorkspaceLifecycle{}
+	_ engine.Lifecycle      = WorkspaceLifecycle{}
+	_ engine.StatusReporter = WorkspaceLifecycle{}
+	_ engine.Retainer       = WorkspaceLifecycle{}
+	_ engine.PodObserver    = WorkspaceLifecycle{}
+	_ engine.Adopter        = WorkspaceLifecycle{}
 )
 
 // ObservesPods asks the engine for the IDE pods.
@@ -245,16 +247,7 @@ func (WorkspaceLifecycle) Retain(obj *unstructured.Unstructured, children []*uns
 	if err != nil {
 		return nil, err
 	}
-	if ws.Spec.Storage.ReclaimPolicy != infrav1alpha1.ReclaimRetain {
-		return nil, nil
-	}
-	var keep []*unstructured.Unstructured
-	for _, c := range children {
-		if c.GetKind() == "PersistentVolumeClaim" {
-			keep = append(keep, c)
-		}
-	}
-	return keep, nil
+	return volumesToRetain(ws.Spec.Storage.ReclaimPolicy, children), nil
 }
 
 // Adopt lets a workspace take over a volume retained from an earlier workspace of its name

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 )
 
 // The applier: plan, judge, write, apply and replace (this file), prune, deleteEntries and
@@ -27,7 +28,7 @@ import (
 //   - Conditional writes. Each write is conditional on what was checked: a create is an apply
 //     with resourceVersion createOnly, which fails if an object appeared meanwhile; an update
 //     carries the resourceVersion read; a delete carries the UID read. A write refused for that
-//     reason is errStale, and the reconcile starts again from fresh reads, never overwrites.
+//     reason is errConflict, and the reconcile starts again from fresh reads, never overwrites.
 //   - No write without a change. A child whose spec hash and rendered fields hold is not
 //     written (unchanged); a resync writes nothing.
 //   - Order. Children are written in waves (waves): what others need at admission first.
@@ -47,12 +48,12 @@ func (e *ownershipConflictError) Error() string {
 	return strings.Join(e.Conflicts, "; ")
 }
 
-// errStale means a child changed between our read and our write; the write was refused and the
-// reconcile is repeated from fresh reads.
-var errStale = errors.New("a child changed since it was read")
+// errConflict means a child changed between our read and our write (we lost a write race); the
+// write was refused and the reconcile is repeated from fresh reads.
+var errConflict = errors.New("a child changed since it was read")
 
-// staleRetry is how soon a reconcile that met errStale is repeated.
-const staleRetry = time.Second
+// conflictRetry is how soon a reconcile that met errConflict is repeated.
+const conflictRetry = time.Second
 
 // createOnly is the resourceVersion precondition of a server-side apply that creates a child:
 // no live object has it, so the apply fails with a conflict if an object appeared meanwhile,
@@ -171,13 +172,13 @@ func (r *reconciler) readLive(ctx context.Context, like *unstructured.Unstructur
 
 // getChild reads a child from the child cache; nil when the cache has none. A stub the cache
 // holds for an object no live resource of ours held when it was cached is read whole from the
-// API server: the object may have become ours since (cachetrim.go).
+// API server: the object may have become ours since (owners.go, childTrim).
 func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	current, err := r.children.get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
+	current, err := r.children.Get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", describe(like), err)
 	}
-	if current == nil || !trimmed(current) {
+	if current == nil || !objcache.Trimmed(current) {
 		return current, nil
 	}
 	return r.readLive(ctx, like)
@@ -210,7 +211,7 @@ func (r *reconciler) write(ctx context.Context, s *scope, steps []step) ([]*unst
 		}
 		wg.Wait()
 		for i, res := range results {
-			if errors.Is(res.err, errStale) {
+			if errors.Is(res.err, errConflict) {
 				return nil, res.err
 			}
 			if res.err != nil {
@@ -300,7 +301,7 @@ func (r *reconciler) writeStep(ctx context.Context, owner *unstructured.Unstruct
 // API server, and so the cache, keeps no value its Go type omits when empty (readOnly: false),
 // and no field the type does not know.
 func (r *reconciler) unchanged(st step) bool {
-	return upToDate(st.desired, nil, st.current) || upToDate(st.desired, r.children.asStored(st.desired), st.current)
+	return upToDate(st.desired, nil, st.current) || upToDate(st.desired, r.children.AsStored(st.desired), st.current)
 }
 
 // prerequisites are the kinds whose objects others may need at admission: a pod is refused
@@ -347,7 +348,7 @@ func (r *reconciler) replace(ctx context.Context, owner, current *unstructured.U
 	uid := current.GetUID()
 	err := r.client.Delete(ctx, current, client.PropagationPolicy("Background"), client.Preconditions{UID: &uid})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return fmt.Errorf("replacing %s: %w", describe(current), errStale)
+		return fmt.Errorf("replacing %s: %w", describe(current), errConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("deleting %s to replace it: %w", describe(current), err)
@@ -368,7 +369,7 @@ func (r *reconciler) apply(ctx context.Context, st step) (*unstructured.Unstruct
 	err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(r.cfg.fieldManager), client.ForceOwnership)
 	r.metrics.applySeconds.WithLabelValues(r.gvk.Kind).Observe(time.Since(start).Seconds())
 	if apierrors.IsConflict(err) {
-		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), errStale)
+		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), errConflict)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", describe(st.desired), err)

@@ -4,7 +4,15 @@ import (
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 )
 
 // TestWavesKeepPrerequisitesFirst: what a pod needs at admission is written before the rest,
@@ -45,4 +53,113 @@ func TestWavesKeepPrerequisitesFirst(t *testing.T) {
 			t.Errorf("waves(%v) = %v, want %v", tc.in, got, tc.want)
 		}
 	}
+}
+
+// A child cached typed and handed out converted (objcache.Store, whose tests pin that to the
+// API server's JSON) compares with its render: unchanged is up to date, a field changed by hand
+// is drift.
+func TestTypedChildComparesWithItsRender(t *testing.T) {
+	const rendered = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ide, namespace: a, labels: {app.kubernetes.io/instance: ide}, annotations: {infra.cloudspace.dev/spec-hash: abc}}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: ide}}
+  template:
+    metadata: {labels: {app: ide}}
+    spec:
+      automountServiceAccountToken: false
+      containers:
+      - name: ide
+        image: ide:1
+        ports: [{containerPort: 8080}]
+        resources: {limits: {cpu: "0.5", memory: 1Gi}}
+        volumeMounts: [{name: home, mountPath: /home}]
+`
+	desired := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(rendered), &desired.Object); err != nil {
+		t.Fatal(err)
+	}
+	var typed appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(desired.Object, &typed); err != nil {
+		t.Fatal(err)
+	}
+	// What the API server adds: defaults, its own fields and a status.
+	typed.UID, typed.ResourceVersion, typed.Generation = "u1", "7", 1
+	typed.CreationTimestamp = metav1.Now().Rfc3339Copy()
+	typed.Spec.Template.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolTCP
+	typed.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	typed.Status.ObservedGeneration = 1
+
+	if !upToDate(desired, nil, cachedTyped(t, typed.DeepCopy())) {
+		t.Error("the unchanged child is not up to date")
+	}
+	typed.Spec.Template.Spec.Containers[0].Image = "ide:2"
+	if upToDate(desired, nil, cachedTyped(t, &typed)) {
+		t.Error("an image changed by hand is not seen as drift")
+	}
+}
+
+// A rendered value that a built-in kind's Go type omits when empty (readOnly: false) is not in
+// the API server's copy of the child, nor in the typed cache's, and neither is a field newer
+// than our Go types (futureField): such a child is up to date, or it would be applied again at
+// every reconcile. Values the type keeps (a false *bool) and edits by hand are still drift.
+func TestRenderedEmptyValuesTheAPIServerDropsAreNotDrift(t *testing.T) {
+	const rendered = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ide, namespace: a, annotations: {infra.cloudspace.dev/spec-hash: abc}}
+spec:
+  selector: {matchLabels: {app: ide}}
+  template:
+    metadata: {labels: {app: ide}}
+    spec:
+      hostNetwork: false
+      futureField: {enabled: true}
+      automountServiceAccountToken: false
+      containers:
+      - {name: ide, image: "ide:1", volumeMounts: [{name: home, mountPath: /home, readOnly: false}]}
+`
+	desired := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(rendered), &desired.Object); err != nil {
+		t.Fatal(err)
+	}
+	r := &reconciler{children: objcache.Store{Scheme: clientgoscheme.Scheme}}
+	cases := []struct {
+		name string
+		edit func(*appsv1.Deployment)
+		ok   bool
+	}{
+		{"as stored by the API server", func(*appsv1.Deployment) {}, true},
+		{"a false *bool removed by hand", func(d *appsv1.Deployment) { d.Spec.Template.Spec.AutomountServiceAccountToken = nil }, false},
+		{"readOnly set by hand", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].VolumeMounts[0].ReadOnly = true }, false},
+		{"image changed by hand", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "ide:2" }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var typed appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(desired.Object, &typed); err != nil {
+				t.Fatal(err)
+			}
+			typed.ResourceVersion = "7"
+			tc.edit(&typed)
+			if got := r.unchanged(step{desired: desired, current: cachedTyped(t, &typed)}); got != tc.ok {
+				t.Errorf("up to date = %v, want %v", got, tc.ok)
+			}
+		})
+	}
+}
+
+// cachedTyped is a Deployment as a store that caches it typed hands it out: converted to
+// unstructured, with its kind.
+func cachedTyped(t *testing.T, d *appsv1.Deployment) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	return u
 }

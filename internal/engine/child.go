@@ -34,7 +34,7 @@ const (
 	// matches and whose fields still hold the rendered values needs no write.
 	AnnotationSpecHash = "infra.cloudspace.dev/spec-hash"
 	// AnnotationRetainedFor marks a child that the kind keeps after its resource is deleted
-	// (Lifecycle.Retain): "<kind>.<group>/<name>/<uid>" of that resource. Such a child has no
+	// (Retainer): "<kind>.<group>/<name>/<uid>" of that resource. Such a child has no
 	// owner reference, so the garbage collector never deletes it; this annotation is what makes
 	// it the resource's, and, once the resource is gone, what lets a later resource of the same
 	// kind and name adopt it (Adopter).

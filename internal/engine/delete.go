@@ -62,7 +62,7 @@ func (r *reconciler) retain(ctx context.Context, s *scope, entries []infrav1alph
 			live = append(live, current)
 		}
 	}
-	keep, err := r.lifecycle.Retain(s.obj, live)
+	keep, err := retainedOf(r.lifecycle, s.obj, live)
 	if err != nil {
 		return nil, fmt.Errorf("deciding which children of %s %s to keep: %w", r.gvk.Kind, s.obj.GetName(), err)
 	}

@@ -7,23 +7,62 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Lifecycle is the Go code a kind registers with the engine. Every method is pure: it computes
-// from the custom resource and what the engine shows it, and never writes; the engine does the
-// writing. A kind that registers none is a pure chart kind (see ChartOnly).
+// Lifecycle is the Go code a kind registers with the engine: the chart values from its spec,
+// the one thing every kind gives. Anything more is an optional interface of one method, which
+// the engine finds by type assertion and otherwise does without: StatusReporter (status fields
+// of the kind's own), Retainer (children that outlive the resource), PodObserver (pods for the
+// status) and Adopter (retained children a new resource may take over). A kind that registers
+// no lifecycle is a pure chart kind (see ChartOnly).
+//
+// Every method is pure: it computes from the custom resource and what the engine shows it, and
+// never writes; the engine does the writing. A lifecycle that wraps another must embed its
+// type, not the Lifecycle interface, or the optional methods are lost without a word: assert
+// at compile time each interface a lifecycle means to implement (var _ Retainer = ...).
 type Lifecycle interface {
 	// Values returns the chart values for obj. An error means the spec can never render; it is
 	// reported in the Degraded condition and not retried until the spec changes.
 	Values(obj *unstructured.Unstructured) (map[string]any, error)
+}
 
+// ValuesFunc is a Lifecycle of a function: a kind with values of its own and nothing more.
+type ValuesFunc func(obj *unstructured.Unstructured) (map[string]any, error)
+
+// Values calls f.
+func (f ValuesFunc) Values(obj *unstructured.Unstructured) (map[string]any, error) { return f(obj) }
+
+// StatusReporter is implemented by lifecycles with status fields of their own; without it, a
+// kind's status is the engine's fields alone.
+type StatusReporter interface {
 	// Status returns the kind's status fields, computed from obj and its observed state (for
 	// example a count of ready nodes). They are written next to the engine's own fields.
 	Status(obj *unstructured.Unstructured, observed Observed) (StatusResult, error)
+}
 
+// Retainer is implemented by lifecycles whose resources leave children behind; without it,
+// every child is deleted with its resource.
+type Retainer interface {
 	// Retain returns, of children, those that must outlive obj (a volume kept by a reclaim
 	// policy, say). The engine asks at every render, and gives those children no owner
 	// reference, so that the garbage collector never deletes them; it asks again with the live
 	// children when obj is deleted, and releases those it returns instead of deleting them.
 	Retain(obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
+}
+
+// statusOf is what the engine asks of lc for obj's status: a StatusReporter's fields, or none.
+func statusOf(lc Lifecycle, obj *unstructured.Unstructured, observed Observed) (StatusResult, error) {
+	if sr, ok := lc.(StatusReporter); ok {
+		return sr.Status(obj, observed)
+	}
+	return StatusResult{}, nil
+}
+
+// retainedOf is what the engine asks of lc for the children that outlive obj: a Retainer's,
+// or none.
+func retainedOf(lc Lifecycle, obj *unstructured.Unstructured, children []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if r, ok := lc.(Retainer); ok {
+		return r.Retain(obj, children)
+	}
+	return nil, nil
 }
 
 // Observed is what the engine shows a lifecycle of a custom resource's live state.
@@ -34,7 +73,7 @@ type Observed struct {
 	Pods []*unstructured.Unstructured
 }
 
-// StatusResult is what Lifecycle.Status computed.
+// StatusResult is what StatusReporter.Status computed.
 type StatusResult struct {
 	// Fields are the kind's whole part of the status: a field the kind set before and leaves
 	// out now is removed. The engine's own fields (observedGeneration, conditions, inventory)
@@ -83,7 +122,7 @@ type PodObserver interface {
 }
 
 // Adopter is implemented by lifecycles that let a custom resource take over a child that the
-// engine kept (Lifecycle.Retain) for an earlier resource of the same kind and name. The engine
+// engine kept (Retainer) for an earlier resource of the same kind and name. The engine
 // asks only about such children; any other existing object in a child's place is an ownership
 // conflict, never adopted.
 type Adopter interface {
@@ -100,22 +139,13 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Message }
 
-// ChartOnly is the lifecycle of a kind with no Go code: the chart's values are the CR's spec,
-// there are no status fields of its own and every child is deleted with the CR.
+// ChartOnly is the lifecycle of a kind with no Go code: the chart's values are the CR's spec.
+// It implements no optional interface, so the kind has no status fields of its own and every
+// child is deleted with the CR.
 type ChartOnly struct{}
 
 // Values returns a copy of spec.
 func (ChartOnly) Values(obj *unstructured.Unstructured) (map[string]any, error) {
 	spec, _, err := unstructured.NestedMap(obj.Object, "spec")
 	return spec, err
-}
-
-// Status adds nothing.
-func (ChartOnly) Status(*unstructured.Unstructured, Observed) (StatusResult, error) {
-	return StatusResult{}, nil
-}
-
-// Retain keeps nothing.
-func (ChartOnly) Retain(*unstructured.Unstructured, []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	return nil, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 )
 
 // renderMemo remembers each resource's last render, so that an unchanged resource is never
@@ -24,7 +25,7 @@ type renderMemo struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]rendered
 	// codec compresses every render against the first render put.
-	codec *dictCodec
+	codec *objcache.DictCodec
 }
 
 // rendered is one resource's last render, encoded and compressed, and the key of the inputs it
@@ -42,7 +43,7 @@ func (m *renderMemo) get(key types.NamespacedName, inputs string) ([]*unstructur
 	if !ok || r.inputs != inputs {
 		return nil, false
 	}
-	data, err := codec.inflate(r.objects)
+	data, err := codec.Inflate(r.objects)
 	if err != nil {
 		return nil, false
 	}
@@ -57,11 +58,11 @@ func (m *renderMemo) put(key types.NamespacedName, inputs string, objs []*unstru
 	}
 	m.mu.Lock()
 	if m.codec == nil {
-		m.codec = newDictCodec(data)
+		m.codec = objcache.NewDictCodec(data)
 	}
 	codec := m.codec
 	m.mu.Unlock()
-	packed, err := codec.deflate(data)
+	packed, err := codec.Deflate(data)
 	if err != nil {
 		return
 	}
@@ -114,7 +115,7 @@ type lastWrite struct {
 	generation int64
 	since      time.Time
 	// inventory is the children written that no written status records yet: of a status put
-	// off, or of a reconcile that met a stale child. They exist, so teardown and prune must
+	// off, or of a reconcile that met a write conflict. They exist, so teardown and prune must
 	// know them.
 	inventory *infrav1alpha1.Inventory
 }

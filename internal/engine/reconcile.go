@@ -7,7 +7,8 @@
 // that resource (controller owner reference with the resource's UID, or AnnotationRetainedFor
 // naming it); any other object in a child's place is an OwnershipConflict.
 //
-// The package defines no API: controller-gen must not take its cache's compact objects for one.
+// The package defines no API and says so to controller-gen, which once took one of its types
+// for one (the cache's compact objects, since moved to objcache, which says so too).
 // +kubebuilder:skip
 package engine
 
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
@@ -45,10 +47,10 @@ import (
 // reconciler serves one watches.yaml entry: it renders the entry's chart for each custom
 // resource and owns the children's lifecycle.
 type reconciler struct {
-	client    client.Client // writes
-	apiReader client.Reader // reads that must not be stale: who holds a child's place, our finalizer
-	resources store         // the manager's cache: the custom resources
-	children  store         // the operator's children only (label-selected)
+	client    client.Client  // writes
+	apiReader client.Reader  // reads that must not be stale: who holds a child's place, our finalizer
+	resources objcache.Store // the manager's cache: the custom resources
+	children  objcache.Store // the operator's children only (label-selected)
 	mapper    meta.RESTMapper
 	recorder  record.EventRecorder
 	caps      *capabilities
@@ -75,7 +77,7 @@ type reconciler struct {
 type scope struct {
 	obj          *unstructured.Unstructured
 	status       engineStatus
-	fields       map[string]any // the kind's status fields (Lifecycle.Status)
+	fields       map[string]any // the kind's status fields (StatusReporter)
 	progress     []string       // the fields that only count progress
 	prompt       bool           // the kind wants this status written at once
 	notice       Notice         // the kind's event, recorded when the status is written changed
@@ -83,7 +85,7 @@ type scope struct {
 	outcome      outcome
 	firstInstall bool          // no child was applied before: the status has no inventory
 	released     bool          // our finalizer is gone: forget the resource once its status is written
-	stale        bool          // a write found a child changed since it was read: write no status now
+	conflicted   bool          // a write found a child changed since it was read: write no status now
 	deferred     time.Duration // a progress-only status write was put off by this long
 }
 
@@ -94,7 +96,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.observe(ctx, retErr)
 		log.FromContext(ctx).V(1).Info("reconciled", "duration", time.Since(start).String(), "requeueAfter", res.RequeueAfter.String(), "error", retErr)
 	}()
-	obj, err := r.resources.get(ctx, r.gvk, req.NamespacedName)
+	obj, err := r.resources.Get(ctx, r.gvk, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", r.gvk.Kind, req, err)
 	}
@@ -203,7 +205,7 @@ func (r *reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, r.fail(s, infrav1alpha1.ReasonApplyFailed, err)
 	}
 	// Before any child is written, so that the child cache keeps each one whole from its first
-	// event on (cachetrim.go).
+	// event on (owners.go).
 	r.owners.expect(s.obj, inventoryIDs(desired))
 	live, err := r.applyAll(ctx, s, desired)
 	if err != nil {
@@ -228,14 +230,15 @@ func (r *reconciler) applyFailed(s *scope, desired []*unstructured.Unstructured,
 	var conflict *ownershipConflictError
 	var invalid *childInvalidError
 	switch {
-	case errors.Is(err, errStale):
-		// No status is written from stale reads, but the children written before the stale
-		// one exist: remembered, a prune or a delete before the next status write finds them.
-		s.stale = true
+	case errors.Is(err, errConflict):
+		// No status is written from reads a write conflict proved out of date, but the
+		// children written before the conflict exist: remembered, a prune or a delete before
+		// the next status write finds them.
+		s.conflicted = true
 		r.status.memo.remember(s.obj, inventoryOf(desired))
-		return ctrl.Result{RequeueAfter: staleRetry}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case errors.As(err, &conflict):
-		// Retried: the conflict clears once the other object is gone.
+		// Retried: the ownership conflict clears once the other object is gone.
 		return ctrl.Result{}, r.stall(s, conflict.Reason, err)
 	}
 	// Some children may have been created: record them, so that a delete finds them.
@@ -308,8 +311,8 @@ func (r *reconciler) finish(ctx context.Context, base *unstructured.Unstructured
 
 // patchStatus computes the scope's status and hands it to the status writer.
 func (r *reconciler) patchStatus(ctx context.Context, base *unstructured.Unstructured, s *scope) error {
-	if s.stale {
-		return nil // computed from reads a write found stale
+	if s.conflicted {
+		return nil // computed from reads a write conflict proved out of date
 	}
 	var before metav1.Condition
 	if c := meta.FindStatusCondition(s.status.Conditions, infrav1alpha1.ConditionDegraded); c != nil {

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
@@ -47,7 +48,7 @@ const (
 	unitDemoUID   = types.UID("5d1c7a2e-0000-4000-8000-00000000d001")
 )
 
-// clientCache is the cache.Cache a store reads, served by the fake client: store reads through
+// clientCache is the cache.Cache a Store reads, served by the fake client: a Store reads through
 // Get and List alone, so every other method is left to the nil embedded Cache (a call panics,
 // which would say the engine started to need more). selector, when set, is the child cache's
 // label selection: an object without our managed-by label is not in it, as in production, so
@@ -102,8 +103,8 @@ func newUnitHarness(t *testing.T, funcs interceptor.Funcs, objs ...client.Object
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 	r := &reconciler{
 		client: c, apiReader: c, mapper: mapper,
-		resources: store{cache: clientCache{reader: c}},
-		children:  store{cache: clientCache{reader: c, selector: managed}, scheme: clientgoscheme.Scheme},
+		resources: objcache.Store{Cache: clientCache{reader: c}},
+		children:  objcache.Store{Cache: clientCache{reader: c, selector: managed}, Scheme: clientgoscheme.Scheme},
 		recorder:  events, caps: unitCapabilities(), chart: chart, lifecycle: ChartOnly{},
 		watch: watches.Watch{Group: unitDemoGVK.Group, Version: unitDemoGVK.Version, Kind: unitDemoGVK.Kind, MaxConcurrentReconciles: 1},
 		gvk:   unitDemoGVK, selector: labels.Everything(), cfg: defaultConfig(), metrics: newEngineMetrics(),
@@ -337,15 +338,15 @@ func TestReconcileBranches(t *testing.T) {
 		},
 		check: checkForeignUnchanged,
 	}, {
-		name:  "stale read",
+		name:  "write conflict",
 		funcs: conflictOnce("ConfigMap"),
 		want: reconcileWant{
-			requeue: staleRetry, finalizer: true,
-			// The status is computed from reads a write found stale: none is written.
+			requeue: conflictRetry, finalizer: true,
+			// The status is computed from reads the conflict proved out of date: none is written.
 			noStatus: true,
 			absent:   []string{config},
 		},
-		check: checkStaleRetrySucceeds(config, service),
+		check: checkConflictRetrySucceeds(config, service),
 	}, {
 		name: "delete",
 		run:  deleteAfterInstall,
@@ -573,9 +574,9 @@ func checkForeignUnchanged(t *testing.T, h *unitHarness) {
 	}
 }
 
-// checkStaleRetrySucceeds: the stale pass must not have been a dead end; the requeued pass,
-// reading afresh, writes the children and the status.
-func checkStaleRetrySucceeds(refs ...string) func(*testing.T, *unitHarness) {
+// checkConflictRetrySucceeds: the conflicted pass must not have been a dead end; the requeued
+// pass, reading afresh, writes the children and the status.
+func checkConflictRetrySucceeds(refs ...string) func(*testing.T, *unitHarness) {
 	return func(t *testing.T, h *unitHarness) {
 		if res, err := h.reconcile(t); err != nil || res.RequeueAfter != 0 {
 			t.Fatalf("the retry returned %+v, %v; want done", res, err)
@@ -591,17 +592,17 @@ func checkStaleRetrySucceeds(refs ...string) func(*testing.T, *unitHarness) {
 	}
 }
 
-// TestChildrenWrittenBeforeAStaleWriteArePruned: a reconcile that meets a stale child writes no
+// TestChildrenWrittenBeforeAConflictArePruned: a reconcile that meets a write conflict writes no
 // status, but the children it wrote before are in the cluster; when the spec then stops
 // rendering one of them, the next reconcile must still know it and prune it.
-func TestChildrenWrittenBeforeAStaleWriteArePruned(t *testing.T) {
+func TestChildrenWrittenBeforeAConflictArePruned(t *testing.T) {
 	extra := "ConfigMap/" + unitDemoName + "-extra"
 	h := newUnitHarness(t, conflictOnce("Service"), unitDemo(map[string]any{"extra": true}))
-	if res, err := h.reconcile(t); err != nil || res.RequeueAfter != staleRetry {
-		t.Fatalf("the stale pass returned %+v, %v: want a requeue after %s", res, err, staleRetry)
+	if res, err := h.reconcile(t); err != nil || res.RequeueAfter != conflictRetry {
+		t.Fatalf("the conflicted pass returned %+v, %v: want a requeue after %s", res, err, conflictRetry)
 	}
 	if h.object(t, extra) == nil {
-		t.Fatalf("%s was not written before the Service's stale write", extra)
+		t.Fatalf("%s was not written before the Service's conflicted write", extra)
 	}
 	d := h.demo(t)
 	d.Object["spec"] = map[string]any{"extra": false}
@@ -613,6 +614,40 @@ func TestChildrenWrittenBeforeAStaleWriteArePruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if h.object(t, extra) != nil {
-		t.Errorf("%s, written before a stale write and no longer rendered, was not pruned", extra)
+		t.Errorf("%s, written before a write conflict and no longer rendered, was not pruned", extra)
+	}
+}
+
+// TestDeleteReleasesWhatTheKindRetains: a Retainer's children are applied without an owner
+// reference, and on delete released (our label off, the retained-for record on) instead of
+// deleted; the rest go. A kind's StatusReporter fields are written with the engine's.
+func TestDeleteReleasesWhatTheKindRetains(t *testing.T) {
+	claim := "PersistentVolumeClaim/" + unitDemoName + "-claim"
+	h := newUnitHarness(t, interceptor.Funcs{}, unitDemo(map[string]any{"claim": true}))
+	h.r.lifecycle = keepClaims{}
+	h.r.status.firstDelay = 0 // the claim is never bound: the status must not wait for it
+	if _, err := h.reconcile(t); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	if c := h.object(t, claim); c == nil || len(c.GetOwnerReferences()) != 0 {
+		t.Fatalf("the retained claim is %v; want it applied without an owner reference", c)
+	}
+	if n, _, _ := unstructured.NestedInt64(h.last.Object, "status", "children"); n != 3 {
+		t.Errorf("status.children = %d, want the kind's count of 3", n)
+	}
+	h.drainEvents()
+	if err := h.client.Delete(context.Background(), h.demo(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.reconcileUntilGone(t, 3); err != nil {
+		t.Fatal(err)
+	}
+	c := h.object(t, claim)
+	if c == nil || c.GetLabels()[LabelManagedBy] != "" || c.GetAnnotations()[AnnotationRetainedFor] == "" {
+		t.Fatalf("the claim after delete: %v; want it kept, released and marked", c)
+	}
+	checkChildren(t, h, reconcileWant{absent: []string{"ConfigMap/" + unitDemoName + "-config", "Service/" + unitDemoName}})
+	if events := h.drainEvents(); len(events) == 0 || !strings.HasPrefix(events[0], "Normal "+infrav1alpha1.EventChildReleased+" Kept "+strings.Replace(claim, "/", " ", 1)) {
+		t.Errorf("events = %q, want the claim's release first", events)
 	}
 }

@@ -56,7 +56,7 @@ func (r *reconciler) observe(ctx context.Context, err error) {
 	if !r.recovery.outage.CompareAndSwap(true, false) {
 		return
 	}
-	all, err := r.resources.listOf(ctx, r.gvk)
+	all, err := r.resources.List(ctx, r.gvk)
 	if err != nil {
 		r.recovery.outage.Store(true)
 		return

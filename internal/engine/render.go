@@ -74,7 +74,7 @@ func renderChildren(chart *render.Chart, lc Lifecycle, owner *unstructured.Unstr
 	if err != nil {
 		return nil, err
 	}
-	keep, err := lc.Retain(owner, objs)
+	keep, err := retainedOf(lc, owner, objs)
 	if err != nil {
 		return nil, &render.ValuesError{Err: fmt.Errorf("deciding which children outlive the resource: %w", err)}
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // engineStatus is the part of a custom resource's status the engine owns. Kinds add their own
-// fields next to it (Lifecycle.Status).
+// fields next to it (StatusReporter).
 type engineStatus struct {
 	ObservedGeneration int64                    `json:"observedGeneration,omitempty"`
 	Conditions         []metav1.Condition       `json:"conditions,omitempty"`
@@ -107,7 +107,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 		}
 		observed.Pods = pods
 	}
-	res, err := r.lifecycle.Status(s.obj, observed)
+	res, err := statusOf(r.lifecycle, s.obj, observed)
 	if err != nil {
 		return 0, fmt.Errorf("computing %s status: %w", r.gvk.Kind, err)
 	}
@@ -118,7 +118,7 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 
 // pods lists, from the child cache, the pods the chart's workloads run for obj.
 func (r *reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	pods, err := r.children.listOf(ctx, podGVK, client.InNamespace(obj.GetNamespace()),
+	pods, err := r.children.List(ctx, podGVK, client.InNamespace(obj.GetNamespace()),
 		client.MatchingLabels{LabelName: r.chart.Name(), LabelInstance: obj.GetName()})
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods of %s %s: %w", r.gvk.Kind, obj.GetName(), err)

@@ -19,7 +19,7 @@ import (
 //     only writer, so memo.overlay puts what we wrote over a cache that may lag, and a stale
 //     cache never makes us repeat or undo a write. The memo drops a status once the cache holds
 //     the object that write returned (caughtUp).
-//   - Nothing is written when nothing changed, nor from reads a write found stale (patchStatus).
+//   - Nothing is written when nothing changed, nor after a write conflict (patchStatus).
 //   - A change of progress only (the kind's progress fields, condition messages) is written at
 //     most every interval.
 //   - The first status of a generation whose children are on their way to ready waits up to

@@ -6,7 +6,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 )
 
 // notifier pokes subscribers when a Workspace they care about changes. A poke carries no
@@ -46,7 +46,7 @@ func (n *notifier) notify(obj any) {
 	if n.idle() {
 		return
 	}
-	u, ok := engine.AsUnstructured(obj)
+	u, ok := objcache.AsUnstructured(obj)
 	if !ok {
 		return
 	}

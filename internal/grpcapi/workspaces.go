@@ -27,6 +27,7 @@ import (
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
@@ -189,7 +190,7 @@ func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, 
 
 // ownerIndex is the function of the owner index (ownerField).
 func ownerIndex(o client.Object) []string {
-	u, ok := engine.AsUnstructured(o)
+	u, ok := objcache.AsUnstructured(o)
 	if !ok {
 		return nil
 	}

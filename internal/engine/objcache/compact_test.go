@@ -1,4 +1,4 @@
-package engine
+package objcache
 
 import (
 	"encoding/json"
@@ -23,9 +23,9 @@ func childConfigMap(i int) *corev1.ConfigMap {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "demo-config", Namespace: "bench-scale", UID: "u-1", ResourceVersion: "42",
 			CreationTimestamp: metav1.Date(2026, 11, 25, 1, 0, 0, 0, metav1.Now().Location()),
-			Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: "demo", LabelName: "demo",
-				LabelPartOf: "cloudspace", LabelVersion: "0.1.0"},
-			Annotations: map[string]string{AnnotationSpecHash: "0123456789abcdef", "note": "kept whole"},
+			Labels: map[string]string{labelManagedBy: managedByValue, labelInstance: "demo", labelName: "demo",
+				labelPartOf: "cloudspace", labelVersion: "0.1.0"},
+			Annotations: map[string]string{annotationSpecHash: "0123456789abcdef", "note": "kept whole"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.cloudspace.dev/v1", Kind: "Demo", Name: "demo",
 				UID: "owner-uid", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "cloudspace-operator", Operation: metav1.ManagedFieldsOperationApply}},
@@ -38,7 +38,7 @@ func childConfigMap(i int) *corev1.ConfigMap {
 func childService() *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "bench-scale", Labels: map[string]string{LabelManagedBy: ManagedByValue}},
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "bench-scale", Labels: map[string]string{labelManagedBy: managedByValue}},
 		Spec: corev1.ServiceSpec{
 			Ports:     []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
 			Selector:  map[string]string{"app": "demo"},
@@ -53,20 +53,20 @@ func childService() *corev1.Service {
 // annotations only.
 func TestCompactObjectsComeBackWhole(t *testing.T) {
 	withAnnotation := decodeDemo(t, 1)
-	withAnnotation.SetAnnotations(map[string]string{"a": "b", AnnotationRetainedFor: "demo.test/x/u"})
+	withAnnotation.SetAnnotations(map[string]string{"a": "b", annotationRetainedFor: "demo.test/x/u"})
 	withAnnotation.SetLabels(map[string]string{"team": "a"})
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{LabelInstance: "demo"},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{labelInstance: "demo"},
 		Annotations: map[string]string{"x": "y"}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	cases := []struct {
 		name       string
-		readable   readable
+		readable   Readable
 		in         runtimepkg.Object
 		kept       map[string]string // annotations
 		keptLabels bool
 	}{
-		{"a resource, unstructured", readable{}, decodeDemo(t, 0), nil, true},
-		{"a resource with annotations, all kept", readable{}, withAnnotation, map[string]string{"a": "b", AnnotationRetainedFor: "demo.test/x/u"}, true},
-		{"a resource with annotations, some kept", childReadable, withAnnotation, map[string]string{AnnotationRetainedFor: "demo.test/x/u"}, false},
+		{"a resource, unstructured", Readable{}, decodeDemo(t, 0), nil, true},
+		{"a resource with annotations, all kept", Readable{}, withAnnotation, map[string]string{"a": "b", annotationRetainedFor: "demo.test/x/u"}, true},
+		{"a resource with annotations, some kept", childReadable, withAnnotation, map[string]string{annotationRetainedFor: "demo.test/x/u"}, false},
 		{"a typed child", childReadable, childConfigMap(0), nil, false},
 		{"a typed child with its kind set", childReadable, childService(), nil, false},
 		{"a pod, whose labels are read", childReadable, pod, nil, true},
@@ -75,7 +75,7 @@ func TestCompactObjectsComeBackWhole(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.in.DeepCopyObject()
 			want.(metav1.Object).SetManagedFields(nil)
-			got, err := compacting(nil, tc.readable)(tc.in.DeepCopyObject())
+			got, err := CompactFor(nil, tc.readable)(tc.in.DeepCopyObject())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestCompactObjectsComeBackWhole(t *testing.T) {
 			if !ok {
 				t.Fatalf("the transform returned %T, want a compact object", got)
 			}
-			if again, _ := compacting(nil, tc.readable)(c); again != c {
+			if again, _ := CompactFor(nil, tc.readable)(c); again != c {
 				t.Error("a compact object was compacted again")
 			}
 			whole := c.DeepCopyObject()
@@ -97,7 +97,7 @@ func TestCompactObjectsComeBackWhole(t *testing.T) {
 			if c.GetName() != tc.in.(metav1.Object).GetName() || !equality.Semantic.DeepEqual(c.GetLabels(), wantLabels) {
 				t.Errorf("compact metadata: name %q labels %v, want %v", c.GetName(), c.GetLabels(), wantLabels)
 			}
-			if tc.readable.annotation == nil {
+			if tc.readable.Annotation == nil {
 				tc.kept = tc.in.(metav1.Object).GetAnnotations()
 			}
 			if !equality.Semantic.DeepEqual(c.GetAnnotations(), tc.kept) {
@@ -113,7 +113,7 @@ func TestCompactObjectsComeBackWhole(t *testing.T) {
 // TestCompactObjectsShareWhatTheyRepeat: siblings share their owner's strings, pods with the
 // same labels one map of them, and content is compressed against the first of its kind.
 func TestCompactObjectsShareWhatTheyRepeat(t *testing.T) {
-	transform := compacting(nil, childReadable)
+	transform := CompactFor(nil, childReadable)
 	a, _ := transform(childConfigMap(1))
 	b, _ := transform(childConfigMap(2))
 	ca, cb := a.(*compactObject), b.(*compactObject)
@@ -127,7 +127,7 @@ func TestCompactObjectsShareWhatTheyRepeat(t *testing.T) {
 		t.Errorf("the second ConfigMap's content takes %d bytes, its data alone %d", len(cb.rest), len(whole))
 	}
 	pod := func() *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{LabelInstance: "demo", LabelName: "demo"}}}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{labelInstance: "demo", labelName: "demo"}}}
 	}
 	pa, _ := transform(pod())
 	pb, _ := transform(pod())

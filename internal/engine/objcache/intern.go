@@ -1,4 +1,4 @@
-package engine
+package objcache
 
 import (
 	"hash/maphash"

@@ -3,10 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,33 +15,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
-// AnnotationTrimmed marks an object the child cache holds as a stub: its name, owner and our
-// labels, nothing else. The child cache selects on a label anyone may set on their own objects,
-// so it keeps whole only what is provably ours; a stub is read from the API server whenever the
-// engine needs more than who holds it (getChild).
-const AnnotationTrimmed = "infra.cloudspace.dev/cache-trimmed"
-
-// engineLabels are the labels a stub or a trimmed pod keeps: those the engine selects and
-// maps on. Any other label is the object author's, unbounded, and never read from the cache.
-var engineLabels = []string{LabelManagedBy, LabelName, LabelInstance, LabelPartOf, LabelVersion}
-
-// childReadable is what the child cache's readers need of its objects' metadata: the
-// annotations its event handlers map on (toOwner) and that mark stubs, and the labels of pods,
-// which are selected and mapped on by label (watchPods, reconciler.pods). The rest, such as a child's
-// spec hash, is read from whole objects only: a label selector on another kind in this cache
-// would match nothing until that kind is added here.
-var childReadable = readable{
-	annotation: func(key string) bool { return key == AnnotationRetainedFor || key == AnnotationTrimmed },
-	labels:     func(obj any) bool { _, pod := obj.(*corev1.Pod); return pod },
-}
-
 // owners records, for each live resource the operator serves, its namespace and the children
 // it renders (their inventory IDs): the child cache keeps an object whole only when one of
-// them holds it. It is kept from the resource informers (each resource's status inventory) and
-// from each reconcile (what it is about to write), so a child's first event finds its holder.
+// them holds it (holds, which the cache's transform asks: newChildCache). Which objects are
+// held is the engine's rule of ownership; how the rest are trimmed is objcache's (childTrim).
+// It is kept from the resource informers (each resource's status inventory) and from each
+// reconcile (what it is about to write), so a child's first event finds its holder.
 type owners struct {
 	mu     sync.RWMutex
 	held   map[types.UID]holding
@@ -87,7 +68,7 @@ func (o *owners) drop(obj any) {
 
 // fromInventory records what a resource's status inventory says it holds.
 func (o *owners) fromInventory(obj any) {
-	u, ok := AsUnstructured(obj)
+	u, ok := objcache.AsUnstructured(obj)
 	if !ok {
 		return
 	}
@@ -136,27 +117,6 @@ func (o *owners) track(mgr ctrl.Manager, ws []watches.Watch) (func() bool, error
 	}, nil
 }
 
-// transform is the child cache's transform: managedFields go from everything; an object a
-// live resource we serve holds is kept whole; a pod that is not (one the chart's workloads run,
-// read for its status) keeps its status and identity; any other object becomes a stub. A
-// pod kept in part is marked as a stub is, so that it is never taken for a whole child.
-func (o *owners) transform(in any) (any, error) {
-	obj, ok := in.(client.Object)
-	if !ok {
-		return in, nil
-	}
-	obj.SetManagedFields(nil)
-	if o.holds(obj) {
-		return obj, nil
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
-		pod.ObjectMeta = stubMeta(pod)
-		return pod, nil
-	}
-	return stub(obj), nil
-}
-
 // holds reports whether a live resource we serve holds obj: one named by its controller
 // reference or retained-for record, in its namespace, that rendered an object of its kind and
 // name. The reference and the record can be forged by whoever writes obj, but not what the
@@ -195,61 +155,4 @@ func (o *owners) kindOf(obj client.Object) schema.GroupVersionKind {
 		return schema.GroupVersionKind{}
 	}
 	return gvks[0]
-}
-
-// stub is obj reduced to what says who holds it (stubMeta), with nothing else.
-func stub(obj client.Object) client.Object {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		meta := stubMeta(u)
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&meta)
-		if err != nil { // ObjectMeta always converts; a name is the least a stub is
-			m = map[string]any{"namespace": meta.Namespace, "name": meta.Name, "annotations": map[string]any{AnnotationTrimmed: "true"}}
-		}
-		su := &unstructured.Unstructured{Object: map[string]any{"metadata": m}}
-		su.SetGroupVersionKind(u.GroupVersionKind())
-		return su
-	}
-	s := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
-	reflect.ValueOf(s).Elem().FieldByName("ObjectMeta").Set(reflect.ValueOf(stubMeta(obj)))
-	return s
-}
-
-// stubMeta is obj's metadata reduced to what says who holds it: name, UID, version, the
-// engine's labels, the controller reference and retained-for record, marked AnnotationTrimmed.
-func stubMeta(obj client.Object) metav1.ObjectMeta {
-	m := metav1.ObjectMeta{
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
-		ResourceVersion: obj.GetResourceVersion(), DeletionTimestamp: obj.GetDeletionTimestamp(),
-		Labels:      keep(obj.GetLabels(), engineLabels),
-		Annotations: map[string]string{AnnotationTrimmed: "true"},
-	}
-	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
-		m.OwnerReferences = []metav1.OwnerReference{*ref}
-	}
-	if v, ok := obj.GetAnnotations()[AnnotationRetainedFor]; ok && len(v) <= maxRetainedFor {
-		m.Annotations[AnnotationRetainedFor] = v
-	}
-	return m
-}
-
-// maxRetainedFor bounds the retained-for record a stub keeps: a kind key, a name and a UID.
-const maxRetainedFor = 512
-
-// trimmed reports whether obj is a stub the child cache made.
-func trimmed(obj metav1.Object) bool {
-	return obj.GetAnnotations()[AnnotationTrimmed] == "true"
-}
-
-// keep is the entries of m whose keys are listed; nil when none.
-func keep(m map[string]string, keys []string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
-		}
-	}
-	return out
 }

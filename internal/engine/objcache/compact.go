@@ -1,4 +1,17 @@
-package engine
+// Package objcache is how the operator's caches hold objects in memory, which is most of its
+// memory at scale (docs/engine.md, "Memory"): each object compact, its readable metadata as a
+// struct and the rest as JSON compressed against an earlier object of its kind (Compact,
+// CompactFor, DictCodec), the strings that metadata repeats shared (intern.go), objects that no
+// live resource holds as stubs (Trim), and built-in kinds through their Go types, read as
+// unstructured (Store). A compact object's readers never see the difference: every Get and List
+// decodes a fresh, whole object.
+//
+// It knows nothing of reconciling: what the engine reads, and who holds what, are given to it.
+//
+// The package defines no API: controller-gen must not take its compact objects, which embed
+// TypeMeta and ObjectMeta, for one.
+// +kubebuilder:skip
+package objcache
 
 import (
 	"encoding/json"
@@ -17,7 +30,7 @@ import (
 
 // compactObject is how the operator's caches hold an object: the part of its metadata that
 // informers, selectors, predicates and event handlers read, as a struct, and everything else as
-// JSON compressed against an earlier object of its kind (dictCodec). Nested maps cost many times
+// JSON compressed against an earlier object of its kind (DictCodec). Nested maps cost many times
 // that, and the caches hold an object for every resource and child: this is most of the
 // operator's memory at scale (docs/engine.md, "Memory").
 //
@@ -33,7 +46,7 @@ type compactObject struct {
 	// rest is the object's JSON without its metadata, except the labels and annotations
 	// ObjectMeta lacks; compressed with codec, when there is one.
 	rest  []byte
-	codec *dictCodec
+	codec *DictCodec
 	// typ is the Go type the object was decoded into; nil for unstructured.
 	typ reflect.Type
 }
@@ -55,7 +68,7 @@ func (c *compactObject) expand() (runtime.Object, error) {
 	data := c.rest
 	if c.codec != nil {
 		var err error
-		if data, err = c.codec.inflate(c.rest); err != nil {
+		if data, err = c.codec.Inflate(c.rest); err != nil {
 			return nil, err
 		}
 	}
@@ -138,20 +151,20 @@ func AsUnstructured(obj any) (*unstructured.Unstructured, bool) {
 	return u, ok
 }
 
-// readable is what a cache's readers need of its objects' metadata, which a compact object
+// Readable is what a cache's readers need of its objects' metadata, which a compact object
 // keeps in its ObjectMeta; the rest of the metadata goes with the content.
-type readable struct {
-	// annotation says which annotations are read; nil: all.
-	annotation func(key string) bool
-	// labels says whose labels are read (selected, mapped on); nil: everyone's.
-	labels func(obj any) bool
+type Readable struct {
+	// Annotation says which annotations are read; nil: all.
+	Annotation func(key string) bool
+	// Labels says whose labels are read (selected, mapped on); nil: everyone's.
+	Labels func(obj any) bool
 }
 
 // compactor turns decoded objects into compact ones, sharing the strings their metadata repeat.
 type compactor struct {
-	readable readable
+	readable Readable
 	in       *interner
-	codecs   sync.Map // a kind (reflect.Type, or GroupVersionKind for unstructured) → *dictCodec
+	codecs   sync.Map // a kind (reflect.Type, or GroupVersionKind for unstructured) → *DictCodec
 }
 
 // minDict is the shortest content that becomes its kind's dictionary; shorter content (a stub's)
@@ -228,13 +241,13 @@ func (c *compactor) pack(out *compactObject, kind any, data []byte) error {
 			out.rest = data
 			return nil
 		}
-		codec, _ = c.codecs.LoadOrStore(kind, newDictCodec(data))
+		codec, _ = c.codecs.LoadOrStore(kind, NewDictCodec(data))
 	}
-	packed, err := codec.(*dictCodec).deflate(data)
+	packed, err := codec.(*DictCodec).Deflate(data)
 	if err != nil {
 		return fmt.Errorf("compacting %s/%s: %w", out.Namespace, out.Name, err)
 	}
-	out.rest, out.codec = packed, codec.(*dictCodec)
+	out.rest, out.codec = packed, codec.(*DictCodec)
 	return nil
 }
 
@@ -243,13 +256,13 @@ func (c *compactor) pack(out *compactObject, kind any, data []byte) error {
 func (c *compactor) split(obj any, meta metav1.ObjectMeta) (metav1.ObjectMeta, metav1.ObjectMeta) {
 	var rest metav1.ObjectMeta
 	meta.ManagedFields = nil
-	if c.readable.labels != nil && !c.readable.labels(obj) {
+	if c.readable.Labels != nil && !c.readable.Labels(obj) {
 		meta.Labels, rest.Labels = nil, meta.Labels
 	}
-	if c.readable.annotation != nil && len(meta.Annotations) > 0 {
+	if c.readable.Annotation != nil && len(meta.Annotations) > 0 {
 		kept := map[string]string{}
 		for k, v := range meta.Annotations {
-			if c.readable.annotation(k) {
+			if c.readable.Annotation(k) {
 				kept[k] = v
 			} else {
 				if rest.Annotations == nil {
@@ -278,11 +291,12 @@ func typeMetaOf(obj runtime.Object) metav1.TypeMeta {
 // Compact is a cache transform that, after next, holds each object as a compactObject whose
 // metadata is readable whole. The manager's cache uses it (app.CacheOptions).
 func Compact(next cache.TransformFunc) cache.TransformFunc {
-	return compacting(next, readable{})
+	return CompactFor(next, Readable{})
 }
 
-// compacting is Compact keeping in each ObjectMeta what r says is read.
-func compacting(next cache.TransformFunc, r readable) cache.TransformFunc {
+// CompactFor is Compact keeping in each ObjectMeta only what r says is read: the engine's child
+// cache, whose handlers read a few annotations of most objects and the labels of pods alone.
+func CompactFor(next cache.TransformFunc, r Readable) cache.TransformFunc {
 	c := &compactor{readable: r, in: newInterner()}
 	return func(obj any) (any, error) {
 		if _, done := obj.(*compactObject); done {

@@ -1,4 +1,4 @@
-package engine
+package objcache
 
 import (
 	"bytes"
@@ -7,21 +7,22 @@ import (
 	"sync"
 )
 
-// dictCodec compresses short documents against a preset dictionary: an earlier document of the
+// DictCodec compresses short documents against a preset dictionary: an earlier document of the
 // same sort, whose field names and values they mostly repeat, so a few hundred bytes of JSON
-// shrink to tens. The render memo keeps each resource's last render with one, the caches the
-// content of each object (compact.go). The dictionary never changes, so what was compressed
-// with it can always be read.
-type dictCodec struct {
+// shrink to tens. The caches keep the content of each object with one (compact.go), the
+// engine's render memo each resource's last render. The dictionary never changes, so what was
+// compressed with it can always be read. It is safe for concurrent use.
+type DictCodec struct {
 	dict    []byte
 	writers sync.Pool // *flate.Writer with dict
 	readers sync.Pool // io.ReadCloser (flate.Resetter)
 }
 
-func newDictCodec(dict []byte) *dictCodec { return &dictCodec{dict: dict} }
+// NewDictCodec is a codec with dict as its dictionary; dict must not change afterwards.
+func NewDictCodec(dict []byte) *DictCodec { return &DictCodec{dict: dict} }
 
-// deflate compresses data against the dictionary.
-func (c *dictCodec) deflate(data []byte) ([]byte, error) {
+// Deflate compresses data against the dictionary.
+func (c *DictCodec) Deflate(data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	w, _ := c.writers.Get().(*flate.Writer)
 	if w == nil {
@@ -42,8 +43,8 @@ func (c *dictCodec) deflate(data []byte) ([]byte, error) {
 	return bytes.Clone(buf.Bytes()), nil
 }
 
-// inflate reads what deflate compressed.
-func (c *dictCodec) inflate(packed []byte) ([]byte, error) {
+// Inflate reads what Deflate compressed.
+func (c *DictCodec) Inflate(packed []byte) ([]byte, error) {
 	r, _ := c.readers.Get().(io.ReadCloser)
 	if r == nil {
 		r = flate.NewReaderDict(bytes.NewReader(packed), c.dict)

@@ -9,8 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 )
 
 const servedUID = types.UID("served-uid")
@@ -65,7 +68,7 @@ func TestTheChildCacheKeepsWholeOnlyWhatALiveResourceHolds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := held.transform(tc.obj.DeepCopy())
+			out, err := childTransform(held)(tc.obj.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +76,7 @@ func TestTheChildCacheKeepsWholeOnlyWhatALiveResourceHolds(t *testing.T) {
 			if len(got.ManagedFields) != 0 {
 				t.Errorf("managedFields kept: %v", got.ManagedFields)
 			}
-			if whole := len(got.Data["pad"]) == 900<<10 && !trimmed(got); whole != tc.whole {
+			if whole := len(got.Data["pad"]) == 900<<10 && !objcache.Trimmed(got); whole != tc.whole {
 				t.Fatalf("kept whole: %v, want %v (data %d bytes, annotations %v)", whole, tc.whole, len(got.Data["pad"]), got.Annotations)
 			}
 			if !tc.whole {
@@ -86,7 +89,7 @@ func TestTheChildCacheKeepsWholeOnlyWhatALiveResourceHolds(t *testing.T) {
 // checkStub checks that a stub says no more, and no less, than who holds the object.
 func checkStub(t *testing.T, in, got client.Object) {
 	t.Helper()
-	if !trimmed(got) || got.GetName() != in.GetName() || got.GetNamespace() != in.GetNamespace() ||
+	if !objcache.Trimmed(got) || got.GetName() != in.GetName() || got.GetNamespace() != in.GetNamespace() ||
 		got.GetUID() != in.GetUID() || got.GetResourceVersion() != in.GetResourceVersion() {
 		t.Errorf("stub lost who it is: %+v", got)
 	}
@@ -108,12 +111,12 @@ func TestAPodKeepsOnlyWhatTheKindsRead(t *testing.T) {
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", ContainerStatuses: []corev1.ContainerStatus{{Name: "c", RestartCount: 3}}},
 	}
 	pod.Namespace, pod.Finalizers = "team", []string{strings.Repeat("f", 300)}
-	out, err := newOwners(clientgoscheme.Scheme).transform(pod.DeepCopy())
+	out, err := childTransform(newOwners(clientgoscheme.Scheme))(pod.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := out.(*corev1.Pod)
-	if len(got.Spec.Containers) != 0 || len(got.Annotations) != 1 || !trimmed(got) || got.Labels["big"] != "" || got.Finalizers != nil {
+	if len(got.Spec.Containers) != 0 || len(got.Annotations) != 1 || !objcache.Trimmed(got) || got.Labels["big"] != "" || got.Finalizers != nil {
 		t.Errorf("kept what nobody reads, or not marked: spec %d containers, annotations %v, labels %v, finalizers %v", len(got.Spec.Containers), got.Annotations, got.Labels, got.Finalizers)
 	}
 	if got.Spec.NodeName != "n1" || got.Status.PodIP != "10.0.0.1" || got.Status.ContainerStatuses[0].RestartCount != 3 || got.Labels[LabelInstance] != "ws" {
@@ -123,30 +126,18 @@ func TestAPodKeepsOnlyWhatTheKindsRead(t *testing.T) {
 	held.expect(&metav1.ObjectMeta{UID: servedUID, Namespace: "team"}, []string{"team_p__Pod"})
 	child := pod.DeepCopy()
 	child.OwnerReferences = controllerRef(servedUID)
-	out, err = held.transform(child)
+	out, err = childTransform(held)(child)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := out.(*corev1.Pod); len(got.Spec.Containers) != 1 || len(got.Annotations) != 1 || trimmed(got) {
+	if got := out.(*corev1.Pod); len(got.Spec.Containers) != 1 || len(got.Annotations) != 1 || objcache.Trimmed(got) {
 		t.Errorf("a pod that is a child lost its spec or annotations: %+v", got)
 	}
 }
 
-// TestAnUnstructuredStubKeepsItsKind: custom resources are cached unstructured.
-func TestAnUnstructuredStubKeepsItsKind(t *testing.T) {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "example.com/v1", "kind": "Widget",
-		"metadata": map[string]any{"name": "w", "namespace": "team", "labels": map[string]any{LabelManagedBy: ManagedByValue}},
-		"spec":     map[string]any{"pad": strings.Repeat("x", 1<<20)},
-	}}
-	out, err := newOwners(clientgoscheme.Scheme).transform(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := out.(*unstructured.Unstructured)
-	if got.GetKind() != "Widget" || got.GetAPIVersion() != "example.com/v1" || got.Object["spec"] != nil || !trimmed(got) {
-		t.Errorf("stub: %v", got.Object)
-	}
+// childTransform is the child cache's transform, before compaction, over held's record.
+func childTransform(held *owners) toolscache.TransformFunc {
+	return childTrim.Transform(held.holds)
 }
 
 // servedOwner is an owner record holding one live resource (servedUID, namespace team) that

@@ -1,12 +1,34 @@
-package engine
+package objcache
 
 import (
 	"fmt"
 	"testing"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
+
+// The labels and annotations the engine puts on its children, which the tests' objects carry;
+// objcache itself knows none of them.
+const (
+	labelManagedBy        = "app.kubernetes.io/managed-by"
+	managedByValue        = "cloudspace-operator"
+	labelInstance         = "app.kubernetes.io/instance"
+	labelName             = "app.kubernetes.io/name"
+	labelPartOf           = "app.kubernetes.io/part-of"
+	labelVersion          = "app.kubernetes.io/version"
+	annotationSpecHash    = "infra.cloudspace.dev/spec-hash"
+	annotationRetainedFor = "infra.cloudspace.dev/retained-for"
+)
+
+// childReadable is what the engine's child cache reads of its objects' metadata (the engine's
+// own childReadable): the retained-for record and the stub mark of every object, and the
+// labels of pods alone.
+var childReadable = Readable{
+	Annotation: func(key string) bool { return key == annotationRetainedFor || key == AnnotationTrimmed },
+	Labels:     func(obj any) bool { _, pod := obj.(*corev1.Pod); return pod },
+}
 
 // demoJSON is a served resource as the API server sends it once reconciled.
 func demoJSON(i int) []byte {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/engine/objcache"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/render"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
@@ -66,13 +68,13 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, opts ...Option) error {
 
 // newChildCache is a cache of the operator's children: every object carrying our managed-by
 // label, whole only when a live resource we serve holds it (anyone may set the label on their
-// own objects), so memory follows what we manage, not what others label (cachetrim.go).
+// own objects), so memory follows what we manage, not what others label (owners.go).
 func newChildCache(mgr ctrl.Manager, watched []string, held *owners, tracked func() bool) (cache.Cache, error) {
 	opts := cache.Options{
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
-		DefaultTransform:     compacting(held.transform, childReadable),
+		DefaultTransform:     objcache.CompactFor(childTrim.Transform(held.holds), childReadable),
 		DefaultNamespaces:    namespaces.CacheConfigs(watched),
 	}
 	c, err := cache.New(mgr.GetConfig(), opts)
@@ -83,6 +85,25 @@ func newChildCache(mgr ctrl.Manager, watched []string, held *owners, tracked fun
 		return nil, fmt.Errorf("adding the child cache: %w", err)
 	}
 	return c, nil
+}
+
+// childTrim is what the child cache keeps of an object no live resource of ours holds: the
+// labels the engine selects and maps on, and the retained-for record, so that its stub still
+// says who holds it. Such an object is read from the API server whenever the engine needs more
+// (getChild).
+var childTrim = objcache.Trim{
+	Labels:      []string{LabelManagedBy, LabelName, LabelInstance, LabelPartOf, LabelVersion},
+	Annotations: []string{AnnotationRetainedFor},
+}
+
+// childReadable is what the child cache's readers need of its objects' metadata: the
+// annotations its event handlers map on (toOwner) and that mark stubs, and the labels of pods,
+// which are selected and mapped on by label (watchPods, reconciler.pods). The rest, such as a
+// child's spec hash, is read from whole objects only: a label selector on another kind in this
+// cache would match nothing until that kind is added here.
+var childReadable = objcache.Readable{
+	Annotation: func(key string) bool { return key == AnnotationRetainedFor || key == objcache.AnnotationTrimmed },
+	Labels:     func(obj any) bool { _, pod := obj.(*corev1.Pod); return pod },
 }
 
 // startAfter starts a cache once ready says so: the child cache, once the owner record holds
@@ -115,7 +136,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 	}
 	r := &reconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(),
-		resources: store{cache: mgr.GetCache()}, children: store{cache: childCache, scheme: clientgoscheme.Scheme},
+		resources: objcache.Store{Cache: mgr.GetCache()}, children: objcache.Store{Cache: childCache, Scheme: clientgoscheme.Scheme},
 		recorder: mgr.GetEventRecorderFor(cfg.fieldManager), caps: caps, chart: chart,
 		lifecycle: lc, watch: w, gvk: w.GroupVersionKind(), selector: sel, shard: shardOf(sel), cfg: cfg, metrics: sharedMetrics(),
 		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(), owners: held,
@@ -129,7 +150,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name()).
-		For(r.resources.object(r.gvk), builder.WithPredicates(
+		For(r.resources.Object(r.gvk), builder.WithPredicates(
 			// A resource that leaves the selector, served by us, still passes: its reconcile
 			// forgets it, and its deletion tears it down.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -162,12 +183,12 @@ func (r *reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // dropCaughtUpStatus lets the write memo forget each status the cache has caught up with.
 func (r *reconciler) dropCaughtUpStatus(mgr ctrl.Manager) error {
-	inf, err := mgr.GetCache().GetInformer(context.Background(), r.resources.object(r.gvk))
+	inf, err := mgr.GetCache().GetInformer(context.Background(), r.resources.Object(r.gvk))
 	if err != nil {
 		return fmt.Errorf("watching %s for the write memo: %w", r.gvk.Kind, err)
 	}
 	caughtUp := func(obj any) {
-		if u, ok := AsUnstructured(obj); ok {
+		if u, ok := objcache.AsUnstructured(obj); ok {
 			r.status.memo.caughtUp(u)
 		}
 	}
@@ -191,7 +212,7 @@ func (r *reconciler) watchPods() error {
 		}
 		return request(o.GetNamespace(), labels[LabelInstance])
 	})
-	if err := r.controller.Watch(r.children.source(podGVK, toOwner)); err != nil {
+	if err := r.controller.Watch(r.children.Source(podGVK, toOwner)); err != nil {
 		return fmt.Errorf("watching the pods of %s: %w", r.gvk.Kind, err)
 	}
 	return nil
@@ -210,7 +231,7 @@ func (r *reconciler) ensureWatches(objs []*unstructured.Unstructured) error {
 		if r.watched[gvk] {
 			continue
 		}
-		if err := r.controller.Watch(r.children.source(gvk, handler.EnqueueRequestsFromMapFunc(r.toOwner))); err != nil {
+		if err := r.controller.Watch(r.children.Source(gvk, handler.EnqueueRequestsFromMapFunc(r.toOwner))); err != nil {
 			return fmt.Errorf("watching %s: %w", gvk, err)
 		}
 		r.watched[gvk] = true
