@@ -33,12 +33,6 @@ var (
 	_ engine.Retainer       = VirtualMachineLifecycle{}
 	_ engine.PodObserver    = VirtualMachineLifecycle{}
 	_ engine.Adopter        = VirtualMachineLifecycle{}
-	// The lifecycle the registry registers, vmTenancy, embeds this one: it must keep them all,
-	// which the engine finds by type assertion.
-	_ engine.StatusReporter = vmTenancy{}
-	_ engine.Retainer       = vmTenancy{}
-	_ engine.PodObserver    = vmTenancy{}
-	_ engine.Adopter        = vmTenancy{}
 )
 
 // ObservesPods asks the engine for the guest's pod.
