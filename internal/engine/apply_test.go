@@ -1,12 +1,11 @@
 package engine
 
 import (
+	"os"
 	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -59,39 +58,11 @@ func TestWavesKeepPrerequisitesFirst(t *testing.T) {
 // API server's JSON) compares with its render: unchanged is up to date, a field changed by hand
 // is drift.
 func TestTypedChildComparesWithItsRender(t *testing.T) {
-	const rendered = `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: ide, namespace: a, labels: {app.kubernetes.io/instance: ide}, annotations: {infra.cloudspace.dev/spec-hash: abc}}
-spec:
-  replicas: 0
-  selector: {matchLabels: {app: ide}}
-  template:
-    metadata: {labels: {app: ide}}
-    spec:
-      automountServiceAccountToken: false
-      containers:
-      - name: ide
-        image: ide:1
-        ports: [{containerPort: 8080}]
-        resources: {limits: {cpu: "0.5", memory: 1Gi}}
-        volumeMounts: [{name: home, mountPath: /home}]
-`
-	desired := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(rendered), &desired.Object); err != nil {
-		t.Fatal(err)
-	}
+	desired := readYAML(t, "testdata/deployment-rendered.yaml")
 	var typed appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(desired.Object, &typed); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(readYAML(t, "testdata/deployment-live.yaml").Object, &typed); err != nil {
 		t.Fatal(err)
 	}
-	// What the API server adds: defaults, its own fields and a status.
-	typed.UID, typed.ResourceVersion, typed.Generation = "u1", "7", 1
-	typed.CreationTimestamp = metav1.Now().Rfc3339Copy()
-	typed.Spec.Template.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolTCP
-	typed.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	typed.Status.ObservedGeneration = 1
-
 	if !upToDate(desired, nil, cachedTyped(t, typed.DeepCopy())) {
 		t.Error("the unchanged child is not up to date")
 	}
@@ -161,5 +132,19 @@ func cachedTyped(t *testing.T, d *appsv1.Deployment) *unstructured.Unstructured 
 	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	return u
+}
+
+// readYAML reads one object from a file under testdata/.
+func readYAML(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		t.Fatal(err)
+	}
 	return u
 }

@@ -2,6 +2,7 @@ package objcache
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,46 +69,23 @@ func kindOf(o runtime.Object) string {
 // A child cached typed and handed out converted is the object the API server's JSON for it
 // decodes to, so the engine compares it with its render as it would the API server's copy.
 func TestTypedObjectIsWhatTheAPIServersJSONIs(t *testing.T) {
-	const rendered = `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: ide, namespace: a, labels: {app.kubernetes.io/instance: ide}, annotations: {infra.cloudspace.dev/spec-hash: abc}}
-spec:
-  replicas: 0
-  selector: {matchLabels: {app: ide}}
-  template:
-    metadata: {labels: {app: ide}}
-    spec:
-      automountServiceAccountToken: false
-      containers:
-      - name: ide
-        image: ide:1
-        ports: [{containerPort: 8080}]
-        resources: {limits: {cpu: "0.5", memory: 1Gi}}
-        volumeMounts: [{name: home, mountPath: /home}]
-`
-	desired := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(rendered), &desired.Object); err != nil {
+	data, err := os.ReadFile("../testdata/deployment-live.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
 	var typed appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(desired.Object, &typed); err != nil {
+	if err := yaml.UnmarshalStrict(data, &typed); err != nil {
 		t.Fatal(err)
 	}
-	// What the API server adds: defaults, its own fields and a status.
-	typed.UID, typed.ResourceVersion, typed.Generation = "u1", "7", 1
-	typed.CreationTimestamp = metav1.Now().Rfc3339Copy()
-	typed.Spec.Template.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolTCP
-	typed.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	typed.Status.ObservedGeneration = 1
-
+	// As the informer caches it: without its type.
+	typed.TypeMeta = metav1.TypeMeta{}
 	gvk := appsv1.SchemeGroupVersion.WithKind("Deployment")
 	live, err := asUnstructured(typed.DeepCopy(), gvk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	typed.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
-	data, err := json.Marshal(&typed)
+	data, err = json.Marshal(&typed)
 	if err != nil {
 		t.Fatal(err)
 	}
