@@ -25,7 +25,8 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
 
 # The suites and the infrastructure they and hack/ use (images, bundles, the real cluster) are the
-# test module, test/go.mod: the operator's go.mod holds only what it ships with.
+# test module, test/go.mod: the operator's go.mod holds only what it ships with. Its programs
+# are built into bin/ and run from the top directory, where relative paths in *_ARGS point.
 TEST_MOD := $(CURDIR)/test
 # Packages of pure unit tests: the operator's module but the examples (envtest), and the test
 # module's infrastructure and framework.
@@ -68,7 +69,7 @@ fmt: ## Run gofmt on the code.
 .PHONY: vet
 vet: ## Run go vet on both modules.
 	go vet ./...
-	cd $(TEST_MOD) && go vet ./...
+	go -C $(TEST_MOD) vet ./...
 
 .PHONY: verify
 verify: ## go vet, gofmt, and generated code, CRDs, RBAC and the bundle as their generators make them (bundle validated without a warning).
@@ -93,7 +94,7 @@ test: verify lint-charts test-unit test-fuzz test-launcher test-scorecard test-i
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
 	go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
-	cd $(TEST_MOD) && go test $(GO_TEST_FLAGS) $(TEST_UNIT_PKGS)
+	go -C $(TEST_MOD) test $(GO_TEST_FLAGS) $(TEST_UNIT_PKGS)
 
 .PHONY: test-launcher
 test-launcher: ## Test the VirtualMachine launcher script under every shell, and whole runs with qemu-img, genisoimage and socat.
@@ -107,8 +108,8 @@ test-scorecard: ## Run scorecard's six stock tests on bundle/ with the scorecard
 .PHONY: test-integration
 test-integration: ## Run the integration tests and the examples' tests against a real kube-apiserver and etcd (envtest).
 	$(TOOLS) etcd kube-apiserver
-	cd $(TEST_MOD) && KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 15m ./integration/...
-	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 5m ./examples/...
+	KUBEBUILDER_ASSETS=$(BIN) go -C $(TEST_MOD) test $(GO_TEST_FLAGS) -timeout 15m ./integration/...
+	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 15m ./examples/...
 
 .PHONY: test-e2e
 test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running.
@@ -118,6 +119,7 @@ test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster
 .PHONY: test-olm
 test-olm: build ## Install the bundle through OLM (catalog, Subscription, upgrade) on a private embedded cluster, in a private network namespace (as root).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl olm catalog opm
+	$(PACKAGES) olm
 	go -C $(TEST_MOD) test -c -o $(BIN)/olm.test ./olm
 	OLM_CRDS=$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)/deploy/chart/crds \
 		E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager NETNS=1 \
@@ -131,19 +133,22 @@ BENCH_SCALE ?= 1000,5000,10000
 .PHONY: bench
 bench: build ## Benchmark on a private embedded cluster (BENCH_N GenericDaemons; figures and JSON in bin/bench.json).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go -C $(TEST_MOD) run ./bench -n $(BENCH_N) -scale=$(BENCH_SCALE) -json $(BIN)/bench.json $(BENCH_ARGS)
+	go -C $(TEST_MOD) build -o $(BIN)/bench ./bench
+	$(BIN)/bench -n $(BENCH_N) -scale=$(BENCH_SCALE) -json $(BIN)/bench.json $(BENCH_ARGS)
 
 CHAOS_ARGS ?=
 
 .PHONY: chaos
 chaos: build ## Kill the operator and the control plane while it works, on a private embedded cluster (bounded; prints what it found; CHAOS_ARGS passes flags).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go -C $(TEST_MOD) run ./chaos -json $(BIN)/chaos.json $(CHAOS_ARGS)
+	go -C $(TEST_MOD) build -o $(BIN)/chaos ./chaos
+	$(BIN)/chaos -json $(BIN)/chaos.json $(CHAOS_ARGS)
 
 .PHONY: test-chaos
 test-chaos: build ## The short form of make chaos: fewer resources, 3 kills, one outage, the leader killed.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go -C $(TEST_MOD) run ./chaos -demos 40 -daemons 10 -workspaces 3 -kills 3 -outage 3s -quiet 6s -slack 2s -timeout 5m
+	go -C $(TEST_MOD) build -o $(BIN)/chaos ./chaos
+	$(BIN)/chaos -demos 40 -daemons 10 -workspaces 3 -kills 3 -outage 3s -quiet 6s -slack 2s -timeout 5m
 
 FUZZTIME ?= 30s
 
@@ -158,7 +163,8 @@ test-fuzz: ## The short form of make fuzz: every fuzz target for 5s.
 .PHONY: abuse
 abuse: build ## Attack the operator as hostile tenants would on a private embedded cluster (bounded; a table: attack, peak RSS, answer; fails if one gets through).
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
-	go -C $(TEST_MOD) run ./abuse $(ABUSE_ARGS)
+	go -C $(TEST_MOD) build -o $(BIN)/abuse ./abuse
+	$(BIN)/abuse $(ABUSE_ARGS)
 
 .PHONY: test-abuse
 test-abuse: abuse ## make abuse with its default attacks, as part of make test.

@@ -7,22 +7,27 @@
 #   launcher  the VM launcher's tests (images/vm-launcher/test.sh): its whole runs and shells
 #   node      the real cluster (make real-cluster): runtime, CNI plugins, netfilter, host snapshot
 #   images    make images: root filesystems and the VM disk, and their checks (boot, ssh, curl)
+#   olm       the OLM suite's private network namespace
 #   browser   the real-node suite's IDE screenshot
 #   proto     make proto
 #
-# An entry is a package, or COMMAND:PACKAGE where any COMMAND on the PATH will do (Node.js, say,
-# which a machine may have from elsewhere than Debian).
+# An entry is COMMAND:PACKAGE where any COMMAND on the PATH will do, whoever installed it
+# (Node.js or protoc from elsewhere than Debian, say), or a bare PACKAGE where a file only that
+# Debian package puts in place is needed (the static busybox the images copy, runc at the path
+# containerd is told, the CNI plugins' directory, GRUB's boot image).
 set -euo pipefail
 
 group() {
   case "$1" in
-    launcher) echo "qemu-utils genisoimage socat busybox-static openssl dash" ;;
-    node) echo "runc containernetworking-plugins iptables conntrack nftables iproute2 busybox-static" ;;
-    images) echo "mmdebstrap e2fsprogs fdisk grub-pc-bin qemu-utils qemu-system-x86 openssh-client
-      curl genisoimage socat busybox-static iproute2 node:nodejs npm:npm" ;;
-    browser) echo "chromium" ;;
-    proto) echo "protobuf-compiler" ;;
-    *) echo "packages: unknown group $1 (launcher, node, images, browser, proto)" >&2; return 1 ;;
+    launcher) echo "qemu-img:qemu-utils genisoimage:genisoimage socat:socat busybox:busybox-static openssl:openssl dash:dash" ;;
+    node) echo "runc containernetworking-plugins busybox-static iptables:iptables conntrack:conntrack nft:nftables ip:iproute2" ;;
+    images) echo "mmdebstrap:mmdebstrap mke2fs:e2fsprogs sfdisk:fdisk grub-pc-bin qemu-img:qemu-utils
+      qemu-system-x86_64:qemu-system-x86 ssh:openssh-client curl:curl genisoimage:genisoimage socat:socat
+      busybox-static ss:iproute2 node:nodejs npm:npm" ;;
+    olm) echo "ip:iproute2" ;;
+    browser) echo "chromium:chromium" ;;
+    proto) echo "protoc:protobuf-compiler" ;;
+    *) echo "packages: unknown group $1 (launcher, node, images, olm, browser, proto)" >&2; return 1 ;;
   esac
 }
 
@@ -37,7 +42,8 @@ installed() {
 
 missing=()
 for g in "$@"; do
-  for entry in $(group "$g"); do
+  entries=$(group "$g")
+  for entry in $entries; do
     installed "$entry" && continue
     pkg=${entry##*:}
     [[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make verify: what a reviewer checks before anything runs. go vet; gofmt; and that the generated
+# make verify: what a reviewer checks before anything runs. go vet; the two modules' shared
+# dependencies at one version; gofmt; and that the generated
 # files (deepcopy, clients, CRDs, RBAC, the bundle) are what their generators make of the tree,
 # and that operator-sdk validates the bundle without a warning. It compares against the tree as
 # it was, not against the last commit, so uncommitted work that was regenerated passes; what the
@@ -10,15 +11,18 @@ cd "$root"
 start=$SECONDS
 step() { echo "verify: $* ($((SECONDS - start))s)"; }
 
-go vet ./...
-go -C test vet ./...
+make -s vet
 step "go vet (both modules)"
 
 # The test module builds the operator's packages with whatever versions its own go.mod asks for:
 # every module both build with must be at the version the operator ships with, or the suites
 # test another build than users run.
-deps() { go -C "$1" list -deps -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "${@:2}" | sort -u; }
-skew=$(join <(deps . . ./cmd/...) <(deps test ./...) | awk '$2 != $3 && $1 !~ /cloudspace-operator$/')
+# LC_ALL=C: join needs the order sort gives in the C locale; -test: the suites' own imports too.
+export LC_ALL=C
+deps() { go -C "$1" list -deps -test -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "${@:2}" | sort -u; }
+operator=$(deps . . ./cmd/...)
+suites=$(deps test ./...)
+skew=$(join <(echo "$operator") <(echo "$suites") | awk '$2 != $3 && $1 !~ /cloudspace-operator$/')
 if [ -n "$skew" ]; then
   echo "verify: the test module builds with other versions than the operator ships with (module, operator's, test's):" >&2
   echo "$skew" >&2

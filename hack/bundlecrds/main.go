@@ -1,5 +1,5 @@
 // Command bundlecrds puts back into bundle/manifests the CRD specs operator-sdk drops fields of
-// (internal/KeepCRDSpecs): make bundle pipes `kustomize build config/crd` into it.
+// (KeepCRDSpecs, crds.go): make bundle pipes `kustomize build config/crd` into it.
 package main
 
 import (

@@ -172,7 +172,7 @@ func (r *reconciler) readLive(ctx context.Context, like *unstructured.Unstructur
 
 // getChild reads a child from the child cache; nil when the cache has none. A stub the cache
 // holds for an object no live resource of ours held when it was cached is read whole from the
-// API server: the object may have become ours since (owners.go, childTrim).
+// API server: the object may have become ours since (owners.go; childTrim in setup.go).
 func (r *reconciler) getChild(ctx context.Context, like *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	current, err := r.children.Get(ctx, like.GroupVersionKind(), client.ObjectKeyFromObject(like))
 	if err != nil {

@@ -24,12 +24,6 @@ type Lifecycle interface {
 	Values(obj *unstructured.Unstructured) (map[string]any, error)
 }
 
-// ValuesFunc is a Lifecycle of a function: a kind with values of its own and nothing more.
-type ValuesFunc func(obj *unstructured.Unstructured) (map[string]any, error)
-
-// Values calls f.
-func (f ValuesFunc) Values(obj *unstructured.Unstructured) (map[string]any, error) { return f(obj) }
-
 // StatusReporter is implemented by lifecycles with status fields of their own; without it, a
 // kind's status is the engine's fields alone.
 type StatusReporter interface {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,33 +24,25 @@ func (keepClaims) Status(_ *unstructured.Unstructured, observed Observed) (Statu
 	return StatusResult{Fields: map[string]any{"children": int64(len(observed.Children))}}, nil
 }
 
-// TestOptionalLifecycleMethods: a kind with values alone (ValuesFunc, ChartOnly) has no status
+// TestOptionalLifecycleMethods: a kind with values alone (ChartOnly) has no status
 // fields of its own and keeps no child; a kind that implements StatusReporter and Retainer is
 // asked, and its answers and errors are the engine's.
 func TestOptionalLifecycleMethods(t *testing.T) {
 	claim := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim"}}
 	config := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
 	children := []*unstructured.Unstructured{config, claim}
-	valuesOnly := ValuesFunc(func(*unstructured.Unstructured) (map[string]any, error) { return nil, nil })
-	for name, lc := range map[string]Lifecycle{"ValuesFunc": valuesOnly, "ChartOnly": ChartOnly{}} {
-		res, err := statusOf(lc, unitDemo(nil), Observed{Children: children})
-		if err != nil || res.Fields != nil || res.Failure != "" || res.RequeueAfter != 0 {
-			t.Errorf("%s: status %+v, %v; want none", name, res, err)
-		}
-		if keep, err := retainedOf(lc, unitDemo(nil), children); err != nil || keep != nil {
-			t.Errorf("%s: keeps %v, %v; want nothing", name, keep, err)
-		}
+	res, err := statusOf(ChartOnly{}, unitDemo(nil), Observed{Children: children})
+	if err != nil || res.Fields != nil || res.Failure != "" || res.RequeueAfter != 0 {
+		t.Errorf("ChartOnly: status %+v, %v; want none", res, err)
 	}
-	res, err := statusOf(keepClaims{}, unitDemo(nil), Observed{Children: children})
+	if keep, err := retainedOf(ChartOnly{}, unitDemo(nil), children); err != nil || keep != nil {
+		t.Errorf("ChartOnly: keeps %v, %v; want nothing", keep, err)
+	}
+	res, err = statusOf(keepClaims{}, unitDemo(nil), Observed{Children: children})
 	if err != nil || res.Fields["children"] != int64(2) {
 		t.Errorf("a StatusReporter's status: %+v, %v", res, err)
 	}
 	if keep, err := retainedOf(keepClaims{}, unitDemo(nil), children); err != nil || len(keep) != 1 || keep[0] != claim {
 		t.Errorf("a Retainer keeps %v, %v; want the claim", keep, err)
-	}
-	boom := errors.New("boom")
-	failing := ValuesFunc(func(*unstructured.Unstructured) (map[string]any, error) { return nil, boom })
-	if _, err := failing.Values(unitDemo(nil)); !errors.Is(err, boom) {
-		t.Errorf("ValuesFunc returned %v, want the function's error", err)
 	}
 }

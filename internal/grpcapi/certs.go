@@ -127,7 +127,7 @@ func fingerprint(cert tls.Certificate) string {
 func selfSigned() (tls.Certificate, error) {
 	key, err := pki.NewKey()
 	if err != nil {
-		return tls.Certificate{}, err
+		return tls.Certificate{}, fmt.Errorf("generating the self-signed certificate's key: %w", err)
 	}
 	der, err := pki.Sign(pki.Request{
 		Subject:     pkix.Name{CommonName: "cloudspace-operator"},

@@ -160,9 +160,9 @@ func (c Config) ageGrace() time.Duration {
 type settings struct {
 	Config
 	WorkspaceKind
-	tokens     types.NamespacedName // Tokens.Secret
-	namespaces []string             // Namespaces
-	maxStorage int64                // Quota.MaxStorage in bytes; 0: no budget
+	tokenSecret      types.NamespacedName // Tokens.Secret
+	servedNamespaces []string             // Namespaces
+	maxStorage       int64                // Quota.MaxStorage in bytes; 0: no budget
 }
 
 // newSettings validates cfg and parses its text.
@@ -174,7 +174,7 @@ func newSettings(cfg Config, kind WorkspaceKind) (*settings, error) {
 	tokens, _ := parseRef(cfg.Tokens.Secret)
 	ns, _ := parseNamespaces(cfg.Namespaces)
 	storage, _ := parseBytes(cfg.Quota.MaxStorage)
-	return &settings{Config: cfg, WorkspaceKind: kind, tokens: tokens, namespaces: ns, maxStorage: storage}, nil
+	return &settings{Config: cfg, WorkspaceKind: kind, tokenSecret: tokens, servedNamespaces: ns, maxStorage: storage}, nil
 }
 
 // parseRef parses a Secret's namespace/name.

@@ -41,7 +41,7 @@ func TestBindFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Enabled() || set.Address != ":9443" || set.tokens.String() != "ops/tokens" || !reflect.DeepEqual(set.namespaces, []string{"a", "b"}) ||
+	if !cfg.Enabled() || set.Address != ":9443" || set.tokenSecret.String() != "ops/tokens" || !reflect.DeepEqual(set.servedNamespaces, []string{"a", "b"}) ||
 		set.Quota.WriteBurst != 3 || set.ageGrace() != time.Minute {
 		t.Errorf("settings from the flags = %+v", set)
 	}

@@ -227,7 +227,7 @@ func (w *workspaces) volumesOf(ctx context.Context, user string, all []infrav1al
 			out.storage[key] = ws.Spec.Storage.Size.Value()
 		}
 	}
-	for _, ns := range w.cfg.namespaces {
+	for _, ns := range w.cfg.servedNamespaces {
 		var pvcs corev1.PersistentVolumeClaimList
 		err := w.fresh.List(ctx, &pvcs, append([]client.ListOption{client.InNamespace(ns), workspace.Volumes(user)}, opts...)...)
 		if err != nil {

@@ -81,11 +81,11 @@ func New(mgr ctrl.Manager, cfg Config, kind WorkspaceKind) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	tokens := &tokenStore{reader: mgr.GetAPIReader(), secret: set.tokens, ttl: tokenTTL, maxStaleness: cfg.Tokens.MaxStaleness,
+	tokens := &tokenStore{reader: mgr.GetAPIReader(), secret: set.tokenSecret, ttl: tokenTTL, maxStaleness: cfg.Tokens.MaxStaleness,
 		now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")}
 	// The cache, not the manager's client: that reads unstructured objects around it.
 	w := newWorkspaces(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), n, set,
-		newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), set.tokens.Namespace))
+		newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), set.tokenSecret.Namespace))
 	return newServer(set, tokens, w), nil
 }
 

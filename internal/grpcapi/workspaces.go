@@ -86,10 +86,10 @@ func invalid(field, format string, args ...any) error {
 // namespaceFor returns the namespace to use, or InvalidArgument when the server does not serve it.
 func (w *workspaces) namespaceFor(ns, field string) (string, error) {
 	if ns == "" {
-		return w.cfg.namespaces[0], nil
+		return w.cfg.servedNamespaces[0], nil
 	}
-	if !slices.Contains(w.cfg.namespaces, ns) {
-		return "", invalid(field, "namespace %q is not served; use one of %s", ns, strings.Join(w.cfg.namespaces, ", "))
+	if !slices.Contains(w.cfg.servedNamespaces, ns) {
+		return "", invalid(field, "namespace %q is not served; use one of %s", ns, strings.Join(w.cfg.servedNamespaces, ", "))
 	}
 	return ns, nil
 }
@@ -174,7 +174,7 @@ func (sp spec) object(user string) *infrav1alpha1.Workspace {
 // the user's are read: by the owner index in the cache, by field selector from the API server.
 func (w *workspaces) userWorkspaces(ctx context.Context, r client.Reader, user, ns string) ([]infrav1alpha1.Workspace, error) {
 	var out []infrav1alpha1.Workspace
-	namespaces := w.cfg.namespaces
+	namespaces := w.cfg.servedNamespaces
 	if ns != "" {
 		namespaces = []string{ns}
 	}

@@ -84,7 +84,11 @@ func Sign(r Request, pub crypto.PublicKey, issuer *x509.Certificate, signer cryp
 
 // NewKey is a new ECDSA P-256 key, the kind every certificate here but the VMs' holds.
 func NewKey() (*ecdsa.PrivateKey, error) {
-	return ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating an ECDSA P-256 key: %w", err)
+	}
+	return key, nil
 }
 
 // CertPEM is a certificate's DER as PEM.
@@ -96,7 +100,7 @@ func CertPEM(der []byte) []byte {
 func KeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
 	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encoding the key: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }

@@ -172,7 +172,7 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// createAndWait makes N concurrent createSpaceAndWaitForRunning calls with the seed's client,
+// createAndWait makes N concurrent createSpaceAndWaitForRunning calls with the legacy CloudIdeService's client,
 // and splits their latency by what the bench saw meanwhile.
 func (b *bench) createAndWait(ctx context.Context) (Latency, Timeline, error) {
 	fmt.Printf("bench: workspaces: %d concurrent createSpaceAndWaitForRunning calls\n", b.o.workspaces)

@@ -90,8 +90,8 @@ func wantCode(t *testing.T, err error, code codes.Code, msgPart string) {
 	}
 }
 
-// TestSeedClientCreatesAndWaits uses the client generated from the seed's service.proto.
-func TestSeedClientCreatesAndWaits(t *testing.T) {
+// TestLegacyClientCreatesAndWaits uses the client generated from the legacy CloudIdeService's service.proto.
+func TestLegacyClientCreatesAndWaits(t *testing.T) {
 	seed := pb.NewCloudIdeServiceClient(apiConn(t))
 	ctx := as(t, "alice", 2*time.Minute)
 	info, err := seed.CreateSpaceAndWaitForRunning(ctx, &pb.PodInfo{

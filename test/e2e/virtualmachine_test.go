@@ -71,7 +71,7 @@ func runStrategies(t *testing.T, vm *infrav1alpha1.VirtualMachine) {
 	}
 	waitFor(t, time.Minute, "Running", vmPhase(vm, infrav1alpha1.VMRunning))
 	if vm.Status.NodeName == "" || vm.Status.IP == "" || vm.Status.Status != "Running" || vm.Status.Backend != infrav1alpha1.BackendPod {
-		t.Errorf("running status %+v: want node, IP, the seed's status and the pod backend", vm.Status)
+		t.Errorf("running status %+v: want node, IP, the tutorial's status field and the pod backend", vm.Status)
 	}
 	disk := &corev1.PersistentVolumeClaim{}
 	diskKey := client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-disk"}

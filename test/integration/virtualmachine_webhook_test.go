@@ -29,9 +29,9 @@ func newVM(ns, name string, spec map[string]any) *unstructured.Unstructured {
 	return vm
 }
 
-// TestVirtualMachineSeedSampleIsDefaulted: seed 000's sample, as written, is accepted through
+// TestVirtualMachineTutorialSampleIsDefaulted: the kubebuilder VirtualMachine tutorial's sample, as written, is accepted through
 // the real API server and its webhooks, and comes back with every default.
-func TestVirtualMachineSeedSampleIsDefaulted(t *testing.T) {
+func TestVirtualMachineTutorialSampleIsDefaulted(t *testing.T) {
 	ns := newNamespace(t)
 	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "samples", "infra_v1alpha1_virtualmachine.yaml"))
 	if err != nil {

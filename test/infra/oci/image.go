@@ -39,7 +39,9 @@ func Image(cfg Config, layers ...v1.Layer) (v1.Image, error) {
 	for _, l := range layers {
 		var err error
 		img, err = mutate.Append(img, mutate.Addendum{
-			Layer:     l,
+			Layer: l,
+			// The name of the command before it moved to test/cmd/images: part of every layer's
+			// history, so a new one would change every image's digest for nothing.
 			History:   v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: "cloudspace-operator hack/images"},
 			MediaType: types.OCILayer,
 		})
