@@ -222,8 +222,8 @@ dev-cluster-down: ## Stop and remove the embedded cluster.
 images: ## Build every image the product ships without Docker (same digests every run); pushed to the real cluster's registry, by digest, when it runs.
 	$(PACKAGES) images
 	$(TOOLS) opm grpc_health_probe cpb scorecard-test
-	go -C $(TEST_MOD) build -o $(BIN)/images ./cmd/images
-	$(BIN)/images $(IMAGES_ARGS)
+	go -C $(TEST_MOD) build -o $(BIN)/build-images ./cmd/images
+	$(BIN)/build-images $(IMAGES_ARGS)
 
 .PHONY: real-cluster
 real-cluster: ## Start a control plane and one real node (containerd, kubelet, kube-proxy), a registry, CoreDNS, a volume provisioner and OLM on this machine, in private namespaces (as root); idempotent.

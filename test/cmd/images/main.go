@@ -4,7 +4,8 @@
 //
 //	make images IMAGES_ARGS="[-set product|infra|all] [-registry HOST:PORT|none] [-json FILE] [NAME...]"
 //
-// It runs from the repository's top directory (make builds it into bin/images).
+// It runs from the repository's top directory (make builds it into bin/build-images; bin/images
+// is where it works).
 package main
 
 import (
