@@ -14,8 +14,9 @@ go -C test build -o "$root/bin/realcluster" ./cmd/realcluster
 dir=${REAL_CLUSTER_DIR:-$root/.real-cluster}
 started=
 if [ ! -f "$dir/env" ]; then
-  # What a cluster that died half-started left is removed before the host is looked at.
-  if [ -d "$dir" ]; then bin/realcluster down; fi
+  # What a cluster that died half-started or was killed left (its directory here, empty cgroups
+  # from any directory) is removed before the host is looked at.
+  bin/realcluster down
   bin/realcluster snapshot >bin/host-before.txt
   started=1
 fi

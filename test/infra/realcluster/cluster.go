@@ -44,6 +44,8 @@ func (l Layout) Up(ctx context.Context, o Options) error {
 		if err := l.Down(o.Log); err != nil {
 			return err
 		}
+	} else if err := removeLeftCgroups(CgroupRoot, o.Log); err != nil {
+		return err
 	}
 	if err := l.prepare(); err != nil {
 		return err
@@ -80,7 +82,7 @@ func (l Layout) prepare() error {
 	if err := l.writeNodeFiles(); err != nil {
 		return err
 	}
-	return makeCgroupRoot()
+	return makeCgroups(CgroupRoot)
 }
 
 // startHolder starts the process that holds the node's private network and mount namespaces
@@ -240,8 +242,12 @@ export REAL_CLUSTER_HOLDER=%d
 const TestDaemonImage = "cloudspace/test-daemon:v0.1.0"
 
 // Down stops every process of the cluster, its pods' too, removes its cgroups and its
-// directory, and checks that nothing of it is left mounted.
+// directory, and checks that nothing of it is left mounted. Without a directory there is no
+// cluster to stop, only empty cgroups a killed one may have left.
 func (l Layout) Down(log func(string, ...any)) error {
+	if _, err := os.Stat(l.Dir); errors.Is(err, os.ErrNotExist) {
+		return removeLeftCgroups(CgroupRoot, log)
+	}
 	start := time.Now()
 	running := l.running()
 	holder := running["holder"]
@@ -250,7 +256,7 @@ func (l Layout) Down(log func(string, ...any)) error {
 	if pid, ok := running["kubelet"]; ok {
 		stop(pid, 10*time.Second)
 	}
-	for _, pid := range cgroupProcs() {
+	for _, pid := range cgroupProcs(CgroupRoot) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for _, name := range l.stopOrder() {
@@ -268,7 +274,7 @@ func (l Layout) Down(log func(string, ...any)) error {
 	if err := waitCgroupsEmpty(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeCgroupRoot(); err != nil {
+	if err := removeCgroups(CgroupRoot); err != nil {
 		errs = append(errs, err)
 	}
 	if mounts := mountsUnder(l.Dir); len(mounts) > 0 {
@@ -301,7 +307,7 @@ func (l Layout) stopOrder() []string {
 // waitCgroupsEmpty waits until the killed pods' processes have left their cgroups.
 func waitCgroupsEmpty() error {
 	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(cgroupProcs()) == 0, nil
+		return len(cgroupProcs(CgroupRoot)) == 0, nil
 	})
 }
 

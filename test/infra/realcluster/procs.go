@@ -163,15 +163,15 @@ func cgroupHierarchies() ([]string, error) {
 	return out, nil
 }
 
-// makeCgroupRoot creates CgroupRoot in every hierarchy, as the kubelet needs it beforehand;
+// makeCgroups creates root in every hierarchy, as the kubelet needs its root beforehand;
 // cpuset's cpus and mems are copied from the parent, or no task could join it.
-func makeCgroupRoot() error {
+func makeCgroups(root string) error {
 	hs, err := cgroupHierarchies()
 	if err != nil {
 		return err
 	}
 	for _, h := range hs {
-		dir := filepath.Join(h, CgroupRoot)
+		dir := filepath.Join(h, root)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("creating cgroup %s: %w", dir, err)
 		}
@@ -186,12 +186,12 @@ func makeCgroupRoot() error {
 	return nil
 }
 
-// cgroupProcs lists the processes in CgroupRoot and below, in every hierarchy: the pods'.
-func cgroupProcs() []int {
+// cgroupProcs lists the processes in root and below, in every hierarchy: the pods'.
+func cgroupProcs(root string) []int {
 	seen := map[int]bool{}
 	hs, _ := cgroupHierarchies()
 	for _, h := range hs {
-		_ = filepath.WalkDir(filepath.Join(h, CgroupRoot), func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(filepath.Join(h, root), func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.Name() != "cgroup.procs" {
 				return nil
 			}
@@ -211,9 +211,9 @@ func cgroupProcs() []int {
 	return pids
 }
 
-// removeCgroupRoot removes CgroupRoot and everything below it in every hierarchy, deepest
-// first (a cgroup is removed with rmdir once it has no task and no child).
-func removeCgroupRoot() error {
+// removeCgroups removes root and everything below it in every hierarchy, deepest first (a
+// cgroup is removed with rmdir once it has no task and no child).
+func removeCgroups(root string) error {
 	hs, err := cgroupHierarchies()
 	if err != nil {
 		return err
@@ -221,7 +221,7 @@ func removeCgroupRoot() error {
 	var errs []error
 	for _, h := range hs {
 		var dirs []string
-		_ = filepath.WalkDir(filepath.Join(h, CgroupRoot), func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(filepath.Join(h, root), func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, p)
 			}
@@ -235,4 +235,32 @@ func removeCgroupRoot() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeLeftCgroups removes the cgroups under root that a cluster killed with its session left
+// behind (the host snapshot would otherwise count them as the host's). They hold no process; a
+// process in them belongs to a cluster started from another directory, which is not ours to stop.
+func removeLeftCgroups(root string, log func(string, ...any)) error {
+	if pids := cgroupProcs(root); len(pids) > 0 {
+		return fmt.Errorf("cgroup %s holds processes %v of a real cluster started from another directory: stop it there (make real-cluster-down)", root, pids)
+	}
+	if !cgroupExists(root) {
+		return nil
+	}
+	if err := removeCgroups(root); err != nil {
+		return err
+	}
+	log("removed the empty cgroups %s that a stopped cluster left", root)
+	return nil
+}
+
+// cgroupExists says whether root exists in any hierarchy.
+func cgroupExists(root string) bool {
+	hs, _ := cgroupHierarchies()
+	for _, h := range hs {
+		if _, err := os.Stat(filepath.Join(h, root)); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -3,8 +3,12 @@ package realcluster
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +128,41 @@ func TestRegistryHostsTrustTheClusterCA(t *testing.T) {
 	}
 	if strings.Contains(l.mirrorHosts(), "server =") {
 		t.Errorf("the mirror falls back to an upstream server:\n%s", l.mirrorHosts())
+	}
+}
+
+// A killed cluster leaves its empty cgroups behind, and the next test-real's host snapshot
+// counted them as the host's (then missed them after its own teardown). Down removes them when
+// they are empty, and refuses to touch them while a process of another cluster is in them.
+func TestLeftCgroupsAreRemovedOnlyWhenEmpty(t *testing.T) {
+	hs, err := cgroupHierarchies()
+	if err != nil || len(hs) == 0 || os.Geteuid() != 0 {
+		t.Skipf("needs root and mounted cgroup hierarchies (%v)", err)
+	}
+	root := fmt.Sprintf("/cloudspace-real-test-%d", os.Getpid())
+	if err := makeCgroups(root); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeCgroups(root) })
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	procs := filepath.Join(hs[len(hs)-1], root, "cgroup.procs")
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf := func(format string, args ...any) { t.Logf(format, args...) }
+	err = removeLeftCgroups(root, logf)
+	if err == nil || !strings.Contains(err.Error(), "another directory") || !cgroupExists(root) {
+		t.Fatalf("with a process inside: got %v, cgroup kept %v; want a refusal that keeps it", err, cgroupExists(root))
+	}
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+	if err := removeLeftCgroups(root, logf); err != nil {
+		t.Fatal(err)
+	}
+	if cgroupExists(root) {
+		t.Fatalf("cgroup %s still exists after removing the empty leftovers", root)
 	}
 }
