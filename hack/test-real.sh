@@ -50,5 +50,5 @@ fi
 make -s images
 step "images built and pushed"
 make -s build >/dev/null
-go -C test test -count=1 -timeout 30m ${V:+-v} ./real/
+go -C test test -count=1 -timeout 45m ${V:+-v} ./real/
 step "suite passed"
