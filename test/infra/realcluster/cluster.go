@@ -41,10 +41,8 @@ func (l Layout) Up(ctx context.Context, o Options) error {
 	}
 	if _, err := os.Stat(l.Dir); err == nil {
 		step("removing a cluster that is not running")
-		if err := l.Down(o.Log); err != nil {
-			return err
-		}
-	} else if err := removeLeftCgroups(CgroupRoot, o.Log); err != nil {
+	}
+	if err := l.Down(o.Log); err != nil {
 		return err
 	}
 	if err := l.prepare(); err != nil {
@@ -274,7 +272,7 @@ func (l Layout) Down(log func(string, ...any)) error {
 	if err := waitCgroupsEmpty(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeCgroups(CgroupRoot); err != nil {
+	if _, err := removeCgroups(CgroupRoot); err != nil {
 		errs = append(errs, err)
 	}
 	if mounts := mountsUnder(l.Dir); len(mounts) > 0 {

@@ -212,12 +212,13 @@ func cgroupProcs(root string) []int {
 }
 
 // removeCgroups removes root and everything below it in every hierarchy, deepest first (a
-// cgroup is removed with rmdir once it has no task and no child).
-func removeCgroups(root string) error {
+// cgroup is removed with rmdir once it has no task and no child); it says how many it removed.
+func removeCgroups(root string) (int, error) {
 	hs, err := cgroupHierarchies()
 	if err != nil {
-		return err
+		return 0, err
 	}
+	removed := 0
 	var errs []error
 	for _, h := range hs {
 		var dirs []string
@@ -229,12 +230,14 @@ func removeCgroups(root string) error {
 		})
 		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 		for _, d := range dirs {
-			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := syscall.Rmdir(d); err == nil {
+				removed++
+			} else if !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }
 
 // removeLeftCgroups removes the cgroups under root that a cluster killed with its session left
@@ -244,23 +247,9 @@ func removeLeftCgroups(root string, log func(string, ...any)) error {
 	if pids := cgroupProcs(root); len(pids) > 0 {
 		return fmt.Errorf("cgroup %s holds processes %v of a real cluster started from another directory: stop it there (make real-cluster-down)", root, pids)
 	}
-	if !cgroupExists(root) {
-		return nil
+	removed, err := removeCgroups(root)
+	if removed > 0 {
+		log("removed the %d empty cgroups under %s that a stopped cluster left", removed, root)
 	}
-	if err := removeCgroups(root); err != nil {
-		return err
-	}
-	log("removed the empty cgroups %s that a stopped cluster left", root)
-	return nil
-}
-
-// cgroupExists says whether root exists in any hierarchy.
-func cgroupExists(root string) bool {
-	hs, _ := cgroupHierarchies()
-	for _, h := range hs {
-		if _, err := os.Stat(filepath.Join(h, root)); err == nil {
-			return true
-		}
-	}
-	return false
+	return err
 }

@@ -143,11 +143,12 @@ func TestLeftCgroupsAreRemovedOnlyWhenEmpty(t *testing.T) {
 	if err := makeCgroups(root); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = removeCgroups(root) })
+	t.Cleanup(func() { _, _ = removeCgroups(root) })
 	sleeper := exec.Command("sleep", "60")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
 	procs := filepath.Join(hs[len(hs)-1], root, "cgroup.procs")
 	if err := os.WriteFile(procs, []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
@@ -165,4 +166,15 @@ func TestLeftCgroupsAreRemovedOnlyWhenEmpty(t *testing.T) {
 	if cgroupExists(root) {
 		t.Fatalf("cgroup %s still exists after removing the empty leftovers", root)
 	}
+}
+
+// cgroupExists says whether root exists in any hierarchy.
+func cgroupExists(root string) bool {
+	hs, _ := cgroupHierarchies()
+	for _, h := range hs {
+		if _, err := os.Stat(filepath.Join(h, root)); err == nil {
+			return true
+		}
+	}
+	return false
 }
