@@ -20,7 +20,7 @@ set -euo pipefail
 group() {
   case "$1" in
     launcher) echo "qemu-img:qemu-utils genisoimage:genisoimage socat:socat busybox:busybox-static openssl:openssl dash:dash" ;;
-    node) echo "runc containernetworking-plugins busybox-static iptables:iptables conntrack:conntrack nft:nftables ip:iproute2" ;;
+    node) echo "runc containernetworking-plugins busybox-static iptables:iptables conntrack:conntrack nft:nftables ip:iproute2 ipset:ipset" ;;
     images) echo "mmdebstrap:mmdebstrap mke2fs:e2fsprogs sfdisk:fdisk grub-pc-bin qemu-img:qemu-utils
       qemu-system-x86_64:qemu-system-x86 ssh:openssh-client curl:curl genisoimage:genisoimage socat:socat
       busybox-static ss:iproute2 node:nodejs npm:npm" ;;

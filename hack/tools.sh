@@ -30,6 +30,8 @@ spec() {
     registry) echo "registry v3.1.2 github.com/distribution/distribution/v3/cmd/registry" ;;
     # CoreDNS with the few plugins the real cluster uses (hack/tools/coredns/main.go).
     coredns) echo "coredns v1.15.0 ." ;;
+    # The real cluster's NetworkPolicy enforcer (its firewall alone; README, "A real cluster").
+    kube-router) echo "kube-router v2.1.0 github.com/cloudnativelabs/kube-router/v2/cmd/kube-router" ;;
     # The catalog image's health probe (OLM probes its registry pods with it).
     grpc_health_probe) echo "grpc-health-probe v0.4.61 github.com/grpc-ecosystem/grpc-health-probe" ;;
     kwok | kwokctl) echo "kwok v0.8.0 sigs.k8s.io/kwok/cmd/$1" ;;
@@ -69,7 +71,7 @@ tags_for() {
 # meant to be static (containerd's): they are built with CGO_ENABLED=0.
 static() {
   case "$1" in
-    opm | cpb | grpc_health_probe | scorecard-test | containerd | containerd-shim-runc-v2 | ctr) return 0 ;;
+    opm | cpb | grpc_health_probe | scorecard-test | coredns | containerd | containerd-shim-runc-v2 | ctr) return 0 ;;
     *) return 1 ;;
   esac
 }
@@ -106,7 +108,7 @@ all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwo
   client-gen lister-gen informer-gen applyconfiguration-gen)
 # What the real node needs beyond the above (make real-cluster); not in "all", which the KWOK
 # suites need.
-real=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr registry coredns package-server cpb grpc_health_probe)
+real=(kubelet kube-proxy kube-router containerd containerd-shim-runc-v2 ctr registry coredns package-server cpb grpc_health_probe)
 [ $# -gt 0 ] || set -- all
 for arg in "$@"; do
   if [ "$arg" = all ]; then

@@ -3,6 +3,8 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -171,4 +174,81 @@ func checkUnpullableDaemon(t *testing.T) {
 		t.Logf("Degraded: %s", c.Message)
 		return nil
 	})
+}
+
+// checkDaemonOnLabelledNodes follows a GenericDaemon's label across the workers: labelling a
+// node brings its pod there (its logs readable), labelling another adds one, removing a label
+// takes that node's pod away, and status.installed follows each step.
+func checkDaemonOnLabelledNodes(t *testing.T) {
+	workers := strings.Fields(env["REAL_CLUSTER_NODES"])[1:]
+	if len(workers) < 2 {
+		t.Fatalf("REAL_CLUSTER_NODES=%q: two workers needed", env["REAL_CLUSTER_NODES"])
+	}
+	const key, value = "cloudspace.dev/real-daemon", "on"
+	gd := &infrav1alpha1.GenericDaemon{
+		ObjectMeta: metav1.ObjectMeta{Name: "labelled-daemon", Namespace: testNS},
+		Spec:       infrav1alpha1.GenericDaemonSpec{Image: env["GD_TEST_IMAGE"], Label: key + "=" + value},
+	}
+	if err := k8sClient.Create(context.Background(), gd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), gd) })
+	for _, w := range workers[:2] {
+		t.Cleanup(func() { labelNode(t, w, key, nil) })
+	}
+	waitDaemonOn(t, gd)
+
+	labelNode(t, workers[0], key, ptr.To(value))
+	pods := waitDaemonOn(t, gd, workers[0])
+	waitFor(t, time.Minute, "the daemon's output in kubectl logs on "+workers[0], func(ctx context.Context) error {
+		logs, err := clientset.CoreV1().Pods(testNS).GetLogs(pods[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(logs), "test-daemon "+pods[0].Name) {
+			return fmt.Errorf("logs %q: %v", logs, err)
+		}
+		return nil
+	})
+	labelNode(t, workers[1], key, ptr.To(value))
+	waitDaemonOn(t, gd, workers[0], workers[1])
+	labelNode(t, workers[0], key, nil)
+	waitDaemonOn(t, gd, workers[1])
+}
+
+// labelNode sets the node's label, or removes it when value is nil.
+func labelNode(t *testing.T, node, key string, value *string) {
+	t.Helper()
+	v := "null"
+	if value != nil {
+		v = strconv.Quote(*value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := k8sClient.Patch(context.Background(), n, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Errorf("labelling %s %s=%v: %v", node, key, v, err)
+	}
+}
+
+// waitDaemonOn waits until the GenericDaemon's pods run on exactly the nodes given, Ready, with
+// status.installed counting them, and returns the pods.
+func waitDaemonOn(t *testing.T, gd *infrav1alpha1.GenericDaemon, nodes ...string) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	waitFor(t, 2*time.Minute, fmt.Sprintf("GenericDaemon %s running on %v, status.installed %d", gd.Name, nodes, len(nodes)), func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(gd), gd); err != nil {
+			return err
+		}
+		pods = daemonPods(t, ctx, gd.Name)
+		var on []string
+		for _, p := range pods {
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pods %v", podStates(pods))
+			}
+			on = append(on, p.Spec.NodeName)
+		}
+		sort.Strings(on)
+		if strings.Join(on, ",") != strings.Join(nodes, ",") || int(gd.Status.Installed) != len(nodes) || int(gd.Status.Desired) != len(nodes) {
+			return fmt.Errorf("pods %v, installed %d of %d", podStates(pods), gd.Status.Installed, gd.Status.Desired)
+		}
+		return nil
+	})
+	return pods
 }

@@ -166,7 +166,13 @@ func checkIDEContainer(t *testing.T, name string) {
 // kubectlExec runs a shell command in the workspace's IDE container, as its terminal does.
 func kubectlExec(t *testing.T, name, script string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "bin", "kubectl"), "exec", "-n", workspaceNS, "deploy/"+name, "-c", "ide", "--", "sh", "-c", script)
+	return execIn(t, workspaceNS, "deploy/"+name, "ide", "sh", script)
+}
+
+// execIn runs script with shell in the container of target (kubectl's TYPE/NAME) in ns.
+func execIn(t *testing.T, ns, target, container, shell, script string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "bin", "kubectl"), "exec", "-n", ns, target, "-c", container, "--", shell, "-c", script)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env["KUBECONFIG"])
 	out, err := cmd.Output()
 	if err != nil {

@@ -1,13 +1,14 @@
 // Command realcluster runs the real cluster (make real-cluster, make real-cluster-down): a
-// control plane and one real node on this machine, in private namespaces (test/infra/realcluster).
+// control plane and real nodes on this machine, in private namespaces (test/infra/realcluster).
 //
 //	realcluster up         start it (idempotent) with its registry's infra images and OLM
 //	realcluster down       stop it and remove everything it made
 //	realcluster status     list its processes
 //	realcluster snapshot   print the host's state that the cluster must leave as it was
 //
-// and, run by the cluster itself: hold DIR (keeps the node's namespaces open), forward
-// (127.0.0.1 listeners into the node), provision (the volume provisioner).
+// and, run by the cluster itself: hold DIR (keeps a node's or the fabric's namespaces open),
+// forward (127.0.0.1 listeners into the control-plane node), outside ADDR... (the fabric's
+// stand-ins for the internet and a metadata service), provision (the volume provisioner).
 package main
 
 import (
@@ -48,6 +49,8 @@ func run(ctx context.Context, verb string, args []string) error {
 		return nil
 	case "forward":
 		return forward(ctx, args)
+	case "outside":
+		return realcluster.Outside(ctx, args)
 	case "provision":
 		fs := flag.NewFlagSet("provision", flag.ExitOnError)
 		kubeconfig := fs.String("kubeconfig", "", "the cluster")
@@ -86,8 +89,8 @@ func forward(ctx context.Context, args []string) error {
 	return realcluster.Forward(ctx, realcluster.Dialer{PID: *holder}, fs.Args())
 }
 
-// up starts the cluster, pushes the stand-ins of upstream images it needs (the pod sandbox,
-// OLM's util and opm images, scorecard's) to its registry, and starts OLM.
+// up starts the cluster, pushes the images it needs (the pod sandbox, CoreDNS, stand-ins of
+// OLM's util and opm images and of scorecard's) to its registry, and starts CoreDNS and OLM.
 func up(ctx context.Context, repo string, layout realcluster.Layout) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -102,6 +105,9 @@ func up(ctx context.Context, repo string, layout realcluster.Layout) error {
 		return err
 	}
 	logf("%5.1fs infra images pushed to %s", time.Since(start).Seconds(), layout.Registry())
+	if err := layout.StartDNS(ctx, refs[images.CoreDNSRepo], logf); err != nil {
+		return err
+	}
 	crds, err := olmCRDs(repo)
 	if err != nil {
 		return err

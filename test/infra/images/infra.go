@@ -59,6 +59,22 @@ func pause() Recipe {
 	}
 }
 
+// coreDNS is the cluster's DNS server (hack/tools/coredns: CoreDNS with the plugins the real
+// cluster uses), static, as a non-root user.
+func coreDNS() Recipe {
+	return Recipe{
+		Repo: CoreDNSRepo, Tag: "v1.15.0", Set: Infra,
+		Config: oci.Config{Entrypoint: []string{"/coredns"}, User: "65532:65532"},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			bin, err := b.tool("coredns")
+			if err != nil {
+				return nil, err
+			}
+			return layer(oci.File("/coredns", bin, 0o755))
+		},
+	}
+}
+
 // busybox stands in for the busybox images operator-sdk's registry pod (--decompression-image)
 // and scorecard (--untar-image, --storage-image) run, under repo and tag.
 func busybox(repo, tag string) Recipe {

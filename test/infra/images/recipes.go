@@ -28,6 +28,7 @@ const (
 	DiskRepo            = "cloudspace/vm-disk"
 	TestDaemonRepo      = "cloudspace/test-daemon"
 	PauseRepo           = "pause"
+	CoreDNSRepo         = "coredns"
 	BusyboxRepo         = "busybox"
 	OPMRepo             = "opm"
 	OLMUtilRepo         = "olm-util"
@@ -48,7 +49,7 @@ func All(version string) []Recipe {
 		// operator-sdk run bundle-upgrade takes no --decompression-image: its registry pod runs
 		// the upstream busybox reference it has built in, which the node pulls from the registry
 		// as that registry's mirror, under this path.
-		pause(), busybox(BusyboxRepo, "1.35"), busybox("library/busybox", "1.36.0"), opm(), olmUtil(), stockScorecard(),
+		pause(), coreDNS(), busybox(BusyboxRepo, "1.35"), busybox("library/busybox", "1.36.0"), opm(), olmUtil(), stockScorecard(),
 		operator(version), operator(UpgradeVersion), scorecardTests(v),
 		// The launcher's rootfs.sh runs its tests inside the root filesystem; the IDE's test.sh
 		// runs code-server from the built one as its pod does.

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,8 +26,9 @@ type Options struct {
 	Log func(format string, args ...any)
 }
 
-// Up starts the cluster unless it runs already, and waits until its node is Ready. A cluster
-// left half-started or stopped (a reboot, a killed session) is removed and made anew.
+// Up starts the cluster unless it runs already, and waits until its nodes are Ready with their
+// NetworkPolicy enforcers running. A cluster left half-started or stopped (a reboot, a killed
+// session) is removed and made anew.
 func (l Layout) Up(ctx context.Context, o Options) error {
 	start := time.Now()
 	step := func(format string, args ...any) {
@@ -49,24 +48,27 @@ func (l Layout) Up(ctx context.Context, o Options) error {
 		return err
 	}
 	step("certificates and configuration written to %s", l.Dir)
-	holder, err := l.startHolder(o.Self)
-	if err != nil {
+	if err := l.startNamespaces(o.Self); err != nil {
 		return err
 	}
-	step("node namespaces made (holder %d)", holder)
-	if err := l.startDaemons(ctx, o.Self, holder, step); err != nil {
+	step("namespaces made: the fabric and %d nodes", len(l.Nodes()))
+	if err := l.startDaemons(ctx, o.Self, step); err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, l.Path("logs"))
 	}
 	if err := l.writeEnv(); err != nil {
 		return err
 	}
-	step("node %s Ready; export KUBECONFIG=%s (or . %s)", NodeName, l.Kubeconfig(), l.EnvFile())
+	step("%d nodes Ready; export KUBECONFIG=%s (or . %s)", len(l.Nodes()), l.Kubeconfig(), l.EnvFile())
 	return nil
 }
 
-// prepare writes the cluster's files and creates the kubelet's cgroups.
+// prepare writes the cluster's files and creates the kubelets' cgroups.
 func (l Layout) prepare() error {
-	for _, d := range []string{"state/var-lib", "state/var-log", "state/registry", "state/volumes", "state/home", "logs", "pids", "node/serviceaccount"} {
+	dirs := []string{"state/registry", "state/volumes", "state/home", "logs", "pids", "node/serviceaccount"}
+	for _, n := range l.Nodes() {
+		dirs = append(dirs, "state/"+n.Name+"/var-lib", "state/"+n.Name+"/var-log")
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(l.Path(d), 0o755); err != nil {
 			return err
 		}
@@ -80,49 +82,35 @@ func (l Layout) prepare() error {
 	if err := l.writeNodeFiles(); err != nil {
 		return err
 	}
-	return makeCgroups(CgroupRoot)
-}
-
-// startHolder starts the process that holds the node's private network and mount namespaces
-// open, and prepares them (nodeSetup).
-func (l Layout) startHolder(self string) (int, error) {
-	if err := l.start(daemon{name: "holder", bin: "unshare", host: true,
-		args: []string{"--net", "--mount", "--propagation", "private", "--", self, "hold", l.Dir}}, 0); err != nil {
-		return 0, err
+	if err := makeCgroups(CgroupRoot); err != nil {
+		return err
 	}
-	holder, err := l.HolderPID()
-	if err != nil {
-		return 0, err
+	for _, n := range l.Nodes() {
+		if err := makeCgroups(n.cgroupRoot()); err != nil {
+			return err
+		}
 	}
-	own, _ := os.Readlink("/proc/self/ns/net")
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", holder))
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", holder))
-		return err == nil && ns != own && strings.Contains(string(cmdline), "hold"), nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("the holder did not make its namespaces: %w", err)
-	}
-	cmd := exec.Command("nsenter", "--target", strconv.Itoa(holder), "--net", "--mount", "--", "sh", "-c", l.nodeSetup())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("preparing the node's namespaces: %w\n%s", err, out)
-	}
-	return holder, nil
+	return nil
 }
 
 // startDaemons starts each phase of daemons and waits for what the next phase needs.
-func (l Layout) startDaemons(ctx context.Context, self string, holder int, step func(string, ...any)) error {
-	phases := l.daemons(self, holder)
+func (l Layout) startDaemons(ctx context.Context, self string, step func(string, ...any)) error {
+	cp, err := l.HolderPID()
+	if err != nil {
+		return err
+	}
+	phases := l.daemons(self, cp)
 	waits := []func(context.Context) error{
 		func(ctx context.Context) error {
-			return l.waitHTTP(ctx, holder, "http://127.0.0.1:2379/health", "etcd")
+			return l.waitHTTP(ctx, cp, "http://127.0.0.1:2379/health", "etcd")
 		},
 		l.waitAPIServer,
-		l.waitNodeReady,
+		l.waitNodesReady,
+		l.waitEnforcers,
 	}
 	for i, phase := range phases {
 		for _, d := range phase {
-			if err := l.start(d, holder); err != nil {
+			if err := l.start(d); err != nil {
 				return err
 			}
 		}
@@ -134,20 +122,31 @@ func (l Layout) startDaemons(ctx context.Context, self string, holder int, step 
 	return l.bootstrap(ctx)
 }
 
-var phaseNames = []string{"etcd, registry and containerd started", "API server ready", "kubelet, kube-proxy, controllers, CoreDNS and the provisioner started; node Ready"}
+var phaseNames = []string{"etcd, registry and containerd started", "API server ready",
+	"kubelets, kube-proxies, controllers and the provisioner started; nodes Ready", "NetworkPolicy enforcers running"}
+
+// holders are the names of the holders of the fabric's and every node's namespaces.
+func (l Layout) holders() []string {
+	names := []string{holderName(fabric)}
+	for _, n := range l.Nodes() {
+		names = append(names, holderName(n.Name))
+	}
+	return names
+}
 
 // healthy tells whether a cluster runs here: every daemon alive and the API server ready.
 func (l Layout) healthy(ctx context.Context) bool {
 	running := l.running()
+	names := l.holders()
 	for _, phase := range l.daemons("", 0) {
 		for _, d := range phase {
-			if _, ok := running[d.name]; !ok {
-				return false
-			}
+			names = append(names, d.name)
 		}
 	}
-	if _, ok := running["holder"]; !ok {
-		return false
+	for _, name := range names {
+		if _, ok := running[name]; !ok {
+			return false
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -195,32 +194,35 @@ func (l Layout) waitAPIServer(ctx context.Context) error {
 	return nil
 }
 
-func (l Layout) waitNodeReady(ctx context.Context) error {
+func (l Layout) waitNodesReady(ctx context.Context) error {
 	cs, err := l.clientset()
 	if err != nil {
 		return err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
+	for _, n := range l.Nodes() {
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
 			}
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					return c.Status == corev1.ConditionTrue, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("node %s did not become Ready: %w", n.Name, err)
 		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("node %s did not become Ready: %w", NodeName, err)
 	}
 	return nil
 }
 
 // writeEnv writes the sh-sourceable environment: the kubeconfig, the registry, its CA bundle
 // (for tools that pull from it), the image a GenericDaemon can run once make images pushed it,
-// and the holder's PID (tests reach the node's network through it).
+// the control-plane node's holder's PID (tests reach the node's network through it) and the
+// nodes' names.
 func (l Layout) writeEnv() error {
 	holder, err := l.HolderPID()
 	if err != nil {
@@ -232,8 +234,17 @@ export SSL_CERT_FILE=%q
 export GD_TEST_IMAGE=%q
 export REAL_CLUSTER_DIR=%q
 export REAL_CLUSTER_HOLDER=%d
-`, l.Kubeconfig(), l.Registry(), l.CABundle(), l.Registry()+"/"+TestDaemonImage, l.Dir, holder)
+export REAL_CLUSTER_NODES=%q
+`, l.Kubeconfig(), l.Registry(), l.CABundle(), l.Registry()+"/"+TestDaemonImage, l.Dir, holder, strings.Join(l.nodeNames(), " "))
 	return os.WriteFile(l.EnvFile(), []byte(env), 0o644)
+}
+
+func (l Layout) nodeNames() []string {
+	var names []string
+	for _, n := range l.Nodes() {
+		names = append(names, n.Name)
+	}
+	return names
 }
 
 // TestDaemonImage is the image GenericDaemon tests run (make images pushes it).
@@ -248,25 +259,43 @@ func (l Layout) Down(log func(string, ...any)) error {
 	}
 	start := time.Now()
 	running := l.running()
-	holder := running["holder"]
-	// The kubelet first, so that it restarts nothing; then the pods' processes, then OLM, then
-	// everything else in reverse order of start.
-	if pid, ok := running["kubelet"]; ok {
-		stop(pid, 10*time.Second)
+	// The kubelets first, so that they restart nothing; then the pods' processes, then OLM,
+	// then everything else in reverse order of start, then what is left in each node's mount
+	// namespace (containerd's shims), then the holders. What runs is read from pids/, so a
+	// cluster started with another number of workers is stopped whole.
+	for name, pid := range running {
+		if name == "kubelet" || strings.HasPrefix(name, "kubelet-") {
+			stop(pid, 10*time.Second)
+			delete(running, name)
+		}
 	}
 	for _, pid := range cgroupProcs(CgroupRoot) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for _, name := range l.stopOrder() {
-		if pid, ok := running[name]; ok && name != "kubelet" {
+		if pid, ok := running[name]; ok {
 			stop(pid, 10*time.Second)
+			delete(running, name)
 		}
 	}
-	if holder != 0 {
-		for _, pid := range inNamespace(holder) {
-			stop(pid, 5*time.Second)
+	var holders []int
+	for name, pid := range running {
+		switch {
+		case name == holderName(fabric):
+			holders = append(holders, pid)
+		case name == "holder" || strings.HasPrefix(name, "holder-"):
+			// Only a node's holder has a mount namespace of its own: the fabric's shares the
+			// host's.
+			for _, p := range inNamespace(pid) {
+				stop(p, 5*time.Second)
+			}
+			holders = append(holders, pid)
+		default:
+			stop(pid, 5*time.Second) // a daemon of a node this layout does not name
 		}
-		stop(holder, 5*time.Second)
+	}
+	for _, pid := range holders {
+		stop(pid, 5*time.Second)
 	}
 	var errs []error
 	if err := waitCgroupsEmpty(); err != nil {

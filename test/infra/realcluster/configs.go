@@ -23,8 +23,10 @@ func (l Layout) writeKubeconfigs() error {
 		l.NodeKubeconfig(): {nodeAPI, "admin"},
 		l.Path("node", "controller-manager.kubeconfig"): {nodeAPI, "controller-manager"},
 		l.Path("node", "scheduler.kubeconfig"):          {nodeAPI, "scheduler"},
-		l.Path("node", "kubelet.kubeconfig"):            {nodeAPI, "kubelet-client"},
 		l.Path("node", "kube-proxy.kubeconfig"):         {nodeAPI, "kube-proxy"},
+	}
+	for _, n := range l.Nodes() {
+		files[l.nodePath(n, "kubelet.kubeconfig")] = [2]string{nodeAPI, "kubelet-client-" + n.Name}
 	}
 	for path, f := range files {
 		if err := l.writeKubeconfig(path, f[0], f[1]); err != nil {
@@ -49,24 +51,26 @@ func (l Layout) writeKubeconfig(path, server, cert string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// writeNodeFiles writes the configuration of containerd, the CNI network, the kubelet,
-// kube-proxy, CoreDNS and the registry, and the files the node's mount namespace puts in place
-// of the host's (resolv.conf, the kubelet's three kernel settings).
+// writeNodeFiles writes the configuration of the registry and, for every node, of containerd,
+// the CNI network, the kubelet and kube-proxy, and the files the nodes' mount namespaces put in
+// place of the host's (resolv.conf, the kubelet's three kernel settings). The nodes resolve
+// names through the cluster's DNS Service, as their OLM processes must.
 func (l Layout) writeNodeFiles() error {
 	files := map[string]string{
-		l.Path("node", "containerd.toml"):                     l.containerdConfig(),
 		l.Path("node", "certs.d", l.Registry(), "hosts.toml"): l.registryHosts(),
 		l.Path("node", "certs.d", "_default", "hosts.toml"):   l.mirrorHosts(),
-		l.Path("node", "cni", "10-cloudspace.conflist"):       cniConfig,
-		l.Path("node", "kubelet.yaml"):                        l.kubeletConfig(),
-		l.Path("node", "kube-proxy.yaml"):                     l.kubeProxyConfig(),
-		l.Path("node", "Corefile"):                            l.corefile(),
 		l.Path("node", "registry.yaml"):                       l.registryConfig(),
-		l.Path("node", "resolv.conf"):                         "nameserver " + NodeIP + "\nsearch " + ClusterDomain + "\noptions ndots:5\n",
-		l.Path("node", "pod-resolv.conf"):                     "nameserver " + NodeIP + "\n",
+		l.Path("node", "resolv.conf"):                         "nameserver " + DNSServiceIP + "\nsearch " + ClusterDomain + "\noptions ndots:5\n",
+		l.Path("node", "pod-resolv.conf"):                     "nameserver " + DNSServiceIP + "\n",
 		l.Path("node", "sysctl", "vm", "overcommit_memory"):   "1\n",
 		l.Path("node", "sysctl", "kernel", "panic"):           "10\n",
 		l.Path("node", "sysctl", "kernel", "panic_on_oops"):   "1\n",
+	}
+	for _, n := range l.Nodes() {
+		files[l.nodePath(n, "containerd.toml")] = l.containerdConfig(n)
+		files[l.nodePath(n, "cni", "10-cloudspace.conflist")] = cniConfig(n)
+		files[l.nodePath(n, "kubelet.yaml")] = l.kubeletConfig(n)
+		files[l.nodePath(n, "kube-proxy.yaml")] = l.kubeProxyConfig(n)
 	}
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -90,7 +94,7 @@ var overriddenSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel
 // enable_unprivileged_ports and _icmp false: what containerd 1.x (and many clusters) do, so a
 // pod that binds a port below 1024 as non-root without asking for it fails here as it would
 // there (containerd 2 defaults to true, which hid the VM launcher's SSH forward failing).
-func (l Layout) containerdConfig() string {
+func (l Layout) containerdConfig(n Node) string {
 	return fmt.Sprintf(`version = 3
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -121,7 +125,7 @@ state = "/run/containerd"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
       SystemdCgroup = false
       BinaryName = "/usr/sbin/runc"
-`, l.PauseImage(), l.Path("node", "certs.d"), l.Path("node", "certs.d"), l.Path("node", "cni"))
+`, l.PauseImage(), l.Path("node", "certs.d"), l.Path("node", "certs.d"), l.nodePath(n, "cni"))
 }
 
 // PauseImage is the pod sandbox image, pushed to the registry by Up.
@@ -140,32 +144,35 @@ func (l Layout) mirrorHosts() string {
 	return fmt.Sprintf("[host.\"https://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n", l.Registry(), l.CA())
 }
 
-// cniConfig attaches pods to the node's bridge, which is their gateway; portmap serves
+// cniConfig attaches the node's pods to its bridge, which is their gateway; portmap serves
 // hostPort.
-const cniConfig = `{
+func cniConfig(n Node) string {
+	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "cloudspace",
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "` + Bridge + `",
+      "bridge": %[1]q,
       "isGateway": true,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "` + PodSubnet + `", "rangeStart": "10.222.0.10", "rangeEnd": "10.222.0.250", "gateway": "` + NodeIP + `"}]],
+        "ranges": [[{"subnet": %[2]q, "rangeStart": "10.222.%[3]d.10", "rangeEnd": "10.222.%[3]d.250", "gateway": %[4]q}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`
+`, Bridge, n.Subnet(), n.Index, n.IP())
+}
 
-// kubeletConfig runs the kubelet on cgroup v1 with cgroupfs under CgroupRoot (no systemd
-// here), serving on NodeIP with its CA-signed certificate and authorizing through the API
-// server. Evictions are set low: the node shares the machine's disk with everything else.
-func (l Layout) kubeletConfig() string {
+// kubeletConfig runs the node's kubelet on cgroup v1 with cgroupfs under its own cgroup root
+// (no systemd here), serving on the node's address with its CA-signed certificate and
+// authorizing through the API server. Evictions are set low: the nodes share the machine's disk
+// with everything else.
+func (l Layout) kubeletConfig(n Node) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %[1]s
@@ -184,7 +191,7 @@ cgroupDriver: cgroupfs
 cgroupRoot: %[5]s
 failCgroupV1: false
 failSwapOn: false
-clusterDNS: [%[1]s]
+clusterDNS: [%[8]s]
 clusterDomain: %[6]s
 resolvConf: %[7]q
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
@@ -193,13 +200,18 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 maxPods: 110
-`, NodeIP, l.CA(), l.Path("pki", "kubelet.crt"), l.Path("pki", "kubelet.key"), CgroupRoot, ClusterDomain, l.Path("node", "pod-resolv.conf"))
+`, n.IP(), l.CA(), l.Path("pki", "kubelet-"+n.Name+".crt"), l.Path("pki", "kubelet-"+n.Name+".key"), n.cgroupRoot(), ClusterDomain,
+		l.Path("node", "pod-resolv.conf"), DNSServiceIP)
 }
 
-// kubeProxyConfig runs kube-proxy in iptables mode, inside the node's network namespace.
+// kubeProxyConfig runs the node's kube-proxy in iptables mode, inside its network namespace.
 // conntrack's maxPerCore 0 and zero timeouts leave the host-wide conntrack settings alone;
-// masqueradeAll lets a pod reach a Service whose endpoint is on the same bridge.
-func (l Layout) kubeProxyConfig() string {
+// Service traffic between pods keeps its source address (no masqueradeAll), so that a
+// NetworkPolicy on the endpoint's node sees which pod calls it: with masqueradeAll a gateway
+// pod reached its IDE by pod address but not through the IDE's Service from another node (the
+// policy saw the node's address). A pod reaches a Service whose endpoint is on its own bridge
+// through the bridge's netfilter hook, which undoes the translation of the reply.
+func (l Layout) kubeProxyConfig(n Node) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %q}
@@ -210,24 +222,7 @@ bindAddress: %s
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-iptables: {masqueradeAll: true}
-`, l.Path("node", "kube-proxy.kubeconfig"), PodSubnet, NodeName, NodeIP)
-}
-
-// corefile serves the cluster's DNS on NodeIP:53 (the pods' nameserver and the node's).
-func (l Layout) corefile() string {
-	return fmt.Sprintf(`.:53 {
-    errors
-    health 127.0.0.1:18081
-    ready 127.0.0.1:18182
-    kubernetes %s in-addr.arpa ip6.arpa {
-        kubeconfig %s
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }
-    cache 5
-}
-`, ClusterDomain, l.NodeKubeconfig())
+`, l.Path("node", "kube-proxy.kubeconfig"), ClusterCIDR, n.Name, n.IP())
 }
 
 // registryConfig serves images over TLS (the CA-signed certificate) on 127.0.0.1 in the node.

@@ -109,10 +109,6 @@ spec:
 // node, then waits until PackageManifests are served.
 func (l Layout) StartOLM(ctx context.Context, o OLM, log func(string, ...any)) error {
 	start := time.Now()
-	holder, err := l.HolderPID()
-	if err != nil {
-		return err
-	}
 	if l.olmRunning(ctx) {
 		log("%5.1fs OLM already running", time.Since(start).Seconds())
 		return nil
@@ -134,7 +130,7 @@ func (l Layout) StartOLM(ctx context.Context, o OLM, log func(string, ...any)) e
 		return err
 	}
 	for _, d := range l.olmDaemons(o) {
-		if err := l.start(d, holder); err != nil {
+		if err := l.start(d); err != nil {
 			return err
 		}
 	}
@@ -151,14 +147,14 @@ func (l Layout) olmDaemons(o OLM) []daemon {
 	tls := []string{"--tls-cert", l.Path("pki", "olm.crt"), "--tls-key", l.Path("pki", "olm.key"), "--client-ca", l.CA()}
 	env := []string{"KUBECONFIG=" + l.NodeKubeconfig(), "OPERATOR_NAMESPACE=olm", "OPERATOR_NAME=olm-operator"}
 	return []daemon{
-		{name: "olm", bin: l.Bin + "/olm", env: env, args: append([]string{"--namespace", "olm", "--writeStatusName", "",
+		{name: "olm", node: NodeName, bin: l.Bin + "/olm", env: env, args: append([]string{"--namespace", "olm", "--writeStatusName", "",
 			"--writePackageServerStatusName", ""}, tls...)},
-		{name: "catalog", bin: l.Bin + "/catalog", env: env, args: append([]string{"--namespace", "olm", "--writeStatusName", "",
+		{name: "catalog", node: NodeName, bin: l.Bin + "/catalog", env: env, args: append([]string{"--namespace", "olm", "--writeStatusName", "",
 			"--util-image", o.UtilImage, "--opmImage", o.OPMImage, "--set-workload-user-id=true"}, tls...)},
 		// The package server takes its authorization from in-cluster configuration whatever its
 		// flags say (OLM v0.33's server.go sets the authentication kubeconfig twice and the
 		// authorization one never): the service account token of writePackageServerToken.
-		{name: "package-server", bin: l.Bin + "/package-server", args: []string{
+		{name: "package-server", node: NodeName, bin: l.Bin + "/package-server", args: []string{
 			"--secure-port", "5443", "--bind-address", NodeIP, "--global-namespace", "olm",
 			"--kubeconfig", l.NodeKubeconfig(), "--authentication-kubeconfig", l.NodeKubeconfig(),
 			"--authorization-kubeconfig", l.NodeKubeconfig(),

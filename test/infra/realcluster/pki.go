@@ -29,21 +29,25 @@ type cert struct {
 
 // certs are every certificate the cluster's components present, by file name under pki/.
 func (l Layout) certs() []cert {
-	return []cert{
+	certs := []cert{
 		{name: "apiserver", cn: "kube-apiserver", server: true, hosts: []string{NodeIP, APIServiceIP, "127.0.0.1", "localhost",
 			"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain}},
 		{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}},
 		{name: "admin", cn: "kubernetes-admin", orgs: []string{"system:masters"}},
 		{name: "controller-manager", cn: "system:kube-controller-manager"},
 		{name: "scheduler", cn: "system:kube-scheduler"},
-		{name: "kubelet-client", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}},
-		{name: "kubelet", cn: NodeName, server: true, hosts: []string{NodeIP, NodeName}},
 		{name: "kube-proxy", cn: "system:kube-proxy"},
 		{name: "registry", cn: "registry", server: true, hosts: []string{"127.0.0.1", "localhost"}},
 		{name: "olm", cn: "olm", server: true, hosts: []string{"127.0.0.1", "localhost"}},
 		{name: "packageserver", cn: "packageserver", server: true, hosts: []string{NodeIP,
 			"packageserver-service.olm.svc", "packageserver-service.olm.svc." + ClusterDomain}},
 	}
+	for _, n := range l.Nodes() {
+		certs = append(certs,
+			cert{name: "kubelet-client-" + n.Name, cn: "system:node:" + n.Name, orgs: []string{"system:nodes"}},
+			cert{name: "kubelet-" + n.Name, cn: n.Name, server: true, hosts: []string{n.IP(), n.Name}})
+	}
+	return certs
 }
 
 // writePKI issues the cluster's CA, the aggregation layer's front-proxy CA and client, the

@@ -21,14 +21,14 @@ type daemon struct {
 	bin  string
 	args []string
 	env  []string
-	// host runs it in the host's namespaces (the forwarder); every other daemon runs in the
-	// node's.
-	host bool
+	// node names the node (or the fabric) in whose namespaces it runs; "" runs it in the host's
+	// (the forwarder and the holders).
+	node string
 }
 
 // start runs d in the background, in a session of its own so that it outlives make, with its
 // output in logs/NAME.log and its PID in pids/NAME.
-func (l Layout) start(d daemon, holder int) error {
+func (l Layout) start(d daemon) error {
 	if err := os.MkdirAll(l.Path("logs"), 0o755); err != nil {
 		return err
 	}
@@ -38,8 +38,16 @@ func (l Layout) start(d daemon, holder int) error {
 	}
 	defer logFile.Close()
 	argv := append([]string{d.bin}, d.args...)
-	if !d.host {
-		argv = append([]string{"nsenter", "--target", strconv.Itoa(holder), "--net", "--mount", "--"}, argv...)
+	if d.node != "" {
+		holder, err := l.pid(holderName(d.node))
+		if err != nil {
+			return fmt.Errorf("starting %s: the holder of %s: %w", d.name, d.node, err)
+		}
+		ns := []string{"nsenter", "--target", strconv.Itoa(holder), "--net"}
+		if d.node != fabric {
+			ns = append(ns, "--mount")
+		}
+		argv = append(append(ns, "--"), argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append([]string{"PATH=" + l.Bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + l.Path("state", "home")}, d.env...)

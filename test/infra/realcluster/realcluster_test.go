@@ -178,3 +178,49 @@ func cgroupExists(root string) bool {
 	}
 	return false
 }
+
+func TestNodesHaveTheirOwnSubnetsAndRoutes(t *testing.T) {
+	l := Layout{Dir: "/x", Workers: 2}
+	nodes := l.Nodes()
+	if len(nodes) != 3 || nodes[0].Name != NodeName || nodes[2].Name != WorkerPrefix+"2" {
+		t.Fatalf("nodes %v", nodes)
+	}
+	if nodes[0].IP() != NodeIP || nodes[2].IP() != "10.222.2.1" || nodes[2].Subnet() != "10.222.2.0/24" {
+		t.Errorf("addresses %s %s %s", nodes[0].IP(), nodes[2].IP(), nodes[2].Subnet())
+	}
+	setup := l.nodeSetup(nodes[1], 42)
+	for _, want := range []string{
+		"ip route add 10.222.0.0/24 via 10.221.0.1", "ip route add 10.222.2.0/24 via 10.221.0.3",
+		"ip route add default via " + FabricGateway, "peer name node1 netns 42", `mount --bind "/x/state/real-worker-1/var-lib" /var/lib`,
+	} {
+		if !strings.Contains(setup, want) {
+			t.Errorf("node setup lacks %q:\n%s", want, setup)
+		}
+	}
+	if strings.Contains(setup, "10.222.1.0/24 via") {
+		t.Errorf("a node routes its own subnet away:\n%s", setup)
+	}
+	fabric := l.fabricSetup()
+	for _, n := range nodes {
+		if !strings.Contains(fabric, "ip route add "+n.Subnet()+" via "+n.fabricIP()) {
+			t.Errorf("the fabric does not route %s:\n%s", n.Subnet(), fabric)
+		}
+	}
+	if nodes[0].daemon("kubelet") != "kubelet" || nodes[1].daemon("kubelet") != "kubelet-real-worker-1" {
+		t.Errorf("daemon names %s %s", nodes[0].daemon("kubelet"), nodes[1].daemon("kubelet"))
+	}
+}
+
+func TestRealNodesIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		workers int
+		err     bool
+	}{{"", 2, false}, {"0", 0, false}, {"6", 6, false}, {"7", 0, true}, {"-1", 0, true}, {"two", 0, true}} {
+		t.Setenv("REAL_NODES", tc.value)
+		l, err := DefaultLayout(t.TempDir())
+		if (err != nil) != tc.err || (!tc.err && l.Workers != tc.workers) {
+			t.Errorf("REAL_NODES=%q: workers %d, error %v", tc.value, l.Workers, err)
+		}
+	}
+}

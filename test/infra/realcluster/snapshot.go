@@ -166,7 +166,7 @@ func existing(paths ...string) []string {
 // Status prints the cluster's processes, alive or not.
 func (l Layout) Status(w io.Writer) error {
 	running := l.running()
-	names := []string{"holder"}
+	names := l.holders()
 	for _, phase := range l.daemons("", 0) {
 		for _, d := range phase {
 			names = append(names, d.name)

@@ -1,0 +1,302 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/realcluster"
+)
+
+// target is an address a probe tries to open a TCP connection to.
+type target struct{ name, host string }
+
+// checkTenantNetworks proves the workspaces' NetworkPolicies on a cluster that enforces them:
+// from Bob's IDEs, one on Alice's node and one on another, Alice's IDE (pod and Service), the
+// API server, the workspace API and the metadata address are closed, while DNS and an address
+// outside the cluster are open; Alice's gateway pod reaches her IDE. Then, with both
+// workspaces paused and their policies deleted, the same probes open what was closed (each
+// check can fail), and once the operator restores the policies they close again.
+func checkTenantNetworks(t *testing.T) {
+	nodes := strings.Fields(env["REAL_CLUSTER_NODES"])
+	if len(nodes) < 3 {
+		t.Fatalf("REAL_CLUSTER_NODES=%q: the isolation checks need two workers besides %s", env["REAL_CLUSTER_NODES"], realcluster.NodeName)
+	}
+	ensureNamespace(t, workspaceNS)
+	first := placedWorkspaces(t, nodes[1], [2]string{"net-alice", "alice"}, [2]string{"net-bob-near", "bob"})
+	alice, near := first[0], first[1]
+	far := placedWorkspaces(t, nodes[2], [2]string{"net-bob-far", "bob"})[0]
+	gateway := gatewayPod(t, nodes[2])
+
+	closedToBob := []target{
+		{"alice-pod", net.JoinHostPort(alice.Status.PodIP, "8080")},
+		{"alice-service", serviceAddr(t, workspaceNS, "net-alice")},
+		{"api-server", net.JoinHostPort(realcluster.APIServiceIP, "443")},
+		{"workspace-api", serviceAddr(t, operatorNS, grpcService)},
+		{"metadata", net.JoinHostPort(realcluster.MetadataIP, "80")},
+	}
+	openToBob := []target{{"outside", net.JoinHostPort(realcluster.OutsideIP, "80")}}
+	for _, from := range []*corev1.Pod{near, far} {
+		probes := probe(t, from, append(closedToBob, openToBob...))
+		expect(t, from, probes, openToBob, closedToBob)
+	}
+	toAlice := closedToBob[:2]
+	expect(t, gateway, probe(t, gateway, toAlice), toAlice, nil)
+
+	withoutPolicies(t, []string{"net-alice", "net-bob-near"}, func() {
+		waitFor(t, time.Minute, "Bob reaching all of them without the policies", func(context.Context) error {
+			return expectErr(near, probe(t, near, closedToBob), closedToBob, nil)
+		})
+	})
+	waitFor(t, time.Minute, "the restored policies closing them again", func(context.Context) error {
+		return expectErr(near, probe(t, near, closedToBob), nil, closedToBob)
+	})
+}
+
+// placedWorkspaces creates small workspaces (name and owner each) whose pods run on node (the
+// others are cordoned until they are scheduled) and returns their Running IDE pods.
+func placedWorkspaces(t *testing.T, node string, specs ...[2]string) []*corev1.Pod {
+	t.Helper()
+	uncordon := cordonAllBut(t, node)
+	defer uncordon()
+	var workspaces []*infrav1alpha1.Workspace
+	for _, s := range specs {
+		ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: s[0]},
+			Spec: infrav1alpha1.WorkspaceSpec{Owner: s[1], Storage: infrav1alpha1.WorkspaceStorage{Size: ptr.To(resource.MustParse("1Gi"))},
+				Resources: infrav1alpha1.WorkspaceResources{CPU: ptr.To(resource.MustParse("250m")), Memory: ptr.To(resource.MustParse("512Mi"))}}}
+		if err := k8sClient.Create(context.Background(), ws); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ws) })
+		workspaces = append(workspaces, ws)
+	}
+	var pods []*corev1.Pod
+	for _, ws := range workspaces {
+		pod := runningIDE(t, ws)
+		if pod.Spec.NodeName != node {
+			t.Fatalf("workspace %s runs on %s, want %s", ws.Name, pod.Spec.NodeName, node)
+		}
+		pods = append(pods, pod)
+	}
+	return pods
+}
+
+// runningIDE waits until the workspace is Running with one Ready IDE pod, and returns it.
+func runningIDE(t *testing.T, ws *infrav1alpha1.Workspace) *corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	waitFor(t, 3*time.Minute, "workspace "+ws.Name+" Running", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ws), ws); err != nil {
+			return err
+		}
+		pods := &corev1.PodList{}
+		if err := k8sClient.List(ctx, pods, client.InNamespace(ws.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": ws.Name}); err != nil {
+			return err
+		}
+		if ws.Status.Phase != infrav1alpha1.WorkspaceRunning || len(pods.Items) != 1 || !podReady(&pods.Items[0]) {
+			return fmt.Errorf("phase %s (%s), pods %v", ws.Status.Phase, ws.Status.Message, podStates(pods.Items))
+		}
+		pod = pods.Items[0]
+		return nil
+	})
+	return &pod
+}
+
+// cordonAllBut marks every node but one unschedulable; the returned function undoes it (and
+// runs at the test's end in any case).
+func cordonAllBut(t *testing.T, keep string) func() {
+	t.Helper()
+	set := func(node string, unschedulable bool) {
+		patch := []byte(`{"spec":{"unschedulable":` + strconv.FormatBool(unschedulable) + `}}`)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+		if err := k8sClient.Patch(context.Background(), n, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+			t.Errorf("cordon %s=%v: %v", node, unschedulable, err)
+		}
+	}
+	var cordoned []string
+	for _, node := range strings.Fields(env["REAL_CLUSTER_NODES"]) {
+		if node != keep {
+			set(node, true)
+			cordoned = append(cordoned, node)
+		}
+	}
+	done := false
+	undo := func() {
+		if !done {
+			done = true
+			for _, node := range cordoned {
+				set(node, false)
+			}
+		}
+	}
+	t.Cleanup(undo)
+	return undo
+}
+
+// gatewayPod runs a pod labelled as a workspace gateway in the workspaces' namespace, from the
+// IDE image (which has bash for the probes), on node.
+func gatewayPod(t *testing.T, node string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "net-gateway",
+		Labels: map[string]string{"infra.cloudspace.dev/workspace-access": "true"}},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0),
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "gateway", Image: ref(t, "cloudspace/workspace-ide:4.96.4"), Command: []string{"sleep", "3600"},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}}}}
+	if err := k8sClient.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), pod) })
+	waitFor(t, 2*time.Minute, "the gateway pod Running", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		if pod.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", pod.Status.Phase)
+		}
+		return nil
+	})
+	return pod
+}
+
+// probe tries every target at once from the pod's first container, and a DNS lookup of the
+// kubernetes Service ("dns"); it returns which were open.
+func probe(t *testing.T, pod *corev1.Pod, targets []target) map[string]bool {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`p() { if timeout 3 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; then echo "$1 open"; else echo "$1 closed"; fi; }` + "\n")
+	for _, tg := range targets {
+		host, port, _ := net.SplitHostPort(tg.host)
+		fmt.Fprintf(&b, "p %s %s %s &\n", tg.name, host, port)
+	}
+	b.WriteString("if timeout 6 getent hosts kubernetes.default.svc.cluster.local >/dev/null; then echo 'dns open'; else echo 'dns closed'; fi &\nwait\n")
+	out := execIn(t, pod.Namespace, "pod/"+pod.Name, pod.Spec.Containers[0].Name, "bash", b.String())
+	open := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, state, _ := strings.Cut(line, " ")
+		open[name] = state == "open"
+	}
+	return open
+}
+
+// expect fails the test unless exactly the open targets (and DNS) were open and the closed
+// ones closed.
+func expect(t *testing.T, from *corev1.Pod, got map[string]bool, open, closed []target) {
+	t.Helper()
+	if err := expectErr(from, got, open, closed); err != nil {
+		t.Error(err)
+		return
+	}
+	t.Logf("from %s on %s: %s", from.Name, from.Spec.NodeName, summary(got))
+}
+
+func expectErr(from *corev1.Pod, got map[string]bool, open, closed []target) error {
+	var wrong []string
+	if !got["dns"] {
+		wrong = append(wrong, "DNS closed")
+	}
+	for _, tg := range open {
+		if !got[tg.name] {
+			wrong = append(wrong, tg.name+" ("+tg.host+") closed")
+		}
+	}
+	for _, tg := range closed {
+		if got[tg.name] {
+			wrong = append(wrong, tg.name+" ("+tg.host+") open")
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("from %s on %s: %s (all: %s)", from.Name, from.Spec.NodeName, strings.Join(wrong, ", "), summary(got))
+	}
+	return nil
+}
+
+func summary(got map[string]bool) string {
+	var parts []string
+	for name, open := range got {
+		parts = append(parts, fmt.Sprintf("%s=%v", name, map[bool]string{true: "open", false: "closed"}[open]))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// withoutPolicies pauses the workspaces, deletes their NetworkPolicies, runs fn, and resumes
+// them, after which the operator writes the policies again.
+func withoutPolicies(t *testing.T, names []string, fn func()) {
+	t.Helper()
+	ctx := context.Background()
+	annotate := func(value *string) {
+		for _, name := range names {
+			ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name}}
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, infrav1alpha1.PauseAnnotation)
+			if value != nil {
+				patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, infrav1alpha1.PauseAnnotation, *value)
+			}
+			if err := k8sClient.Patch(ctx, ws, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	annotate(ptr.To("true"))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			annotate(nil)
+		}
+	}
+	t.Cleanup(resume)
+	waitFor(t, time.Minute, "the workspaces paused", func(ctx context.Context) error {
+		for _, name := range names {
+			ws := &infrav1alpha1.Workspace{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: name}, ws); err != nil {
+				return err
+			}
+			if c := findCondition(ws.Status.Conditions, infrav1alpha1.ReasonPaused); c == nil {
+				return fmt.Errorf("%s: conditions %v", name, ws.Status.Conditions)
+			}
+		}
+		return nil
+	})
+	for _, name := range names {
+		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name}}
+		if err := k8sClient.Delete(ctx, np); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn()
+	resume()
+	waitFor(t, time.Minute, "the operator writing the policies again", func(ctx context.Context) error {
+		for _, name := range names {
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: name}, &networkingv1.NetworkPolicy{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// findCondition is the condition whose reason is reason, if any.
+func findCondition(conditions []metav1.Condition, reason string) *metav1.Condition {
+	for i := range conditions {
+		if conditions[i].Reason == reason {
+			return &conditions[i]
+		}
+	}
+	return nil
+}
