@@ -226,7 +226,7 @@ images: ## Build every image the product ships without Docker (same digests ever
 	$(BIN)/build-images $(IMAGES_ARGS)
 
 .PHONY: real-cluster
-real-cluster: ## Start a control plane and one real node (containerd, kubelet, kube-proxy), a registry, CoreDNS, a volume provisioner and OLM on this machine, in private namespaces (as root); idempotent.
+real-cluster: ## Start a real cluster on this machine, in private namespaces (as root): a control-plane node and REAL_NODES workers (2) with containerd, kubelet, kube-proxy and kube-router enforcing NetworkPolicy, a registry, CoreDNS, a volume provisioner and OLM; idempotent.
 	$(PACKAGES) node
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kubectl olm catalog opm scorecard-test operator-sdk real
 	go -C $(TEST_MOD) build -o $(BIN)/realcluster ./cmd/realcluster

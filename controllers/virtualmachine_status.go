@@ -38,6 +38,7 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	}
 	now := time.Now()
 	st, failure := vmStatus(vm, len(observed.Children) > 0, kv, pods, l.MaxFailedStarts, now)
+	st, failure = vmOnNode(st, failure, nodeProblem("VM", pods, observed.Children, observed.Nodes))
 	var untilIdleCheck time.Duration
 	// Only a VM whose launcher serves its activity has an idle stop (not on KubeVirt).
 	if l.idleApplies(vm) {
@@ -113,6 +114,22 @@ func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.U
 	}
 	st.Status = string(st.Phase)
 	return st, failure
+}
+
+// vmOnNode lets what the launcher's node says explain a VM that is neither running nor failing
+// for a reason of its own: a lost node makes it Failed, naming the node; a launcher waiting for
+// its disk's node stays Pending, saying so.
+func vmOnNode(st infrav1alpha1.VirtualMachineStatus, failure problem, node nodeIssue) (infrav1alpha1.VirtualMachineStatus, problem) {
+	if node.reason == "" || failure.reason != "" || st.Backend != infrav1alpha1.BackendPod ||
+		(st.Phase != infrav1alpha1.VMPending && st.Phase != infrav1alpha1.VMScheduling && st.Phase != infrav1alpha1.VMStarting) {
+		return st, failure
+	}
+	st.Message = node.message
+	if !node.waiting {
+		st.Phase = infrav1alpha1.VMFailed
+	}
+	st.Status = string(st.Phase)
+	return st, node.problem
 }
 
 // stoppedVMStatus is the status of a VM the operator stopped: Stopping until the launcher has

@@ -27,7 +27,8 @@ func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engi
 		return engine.StatusResult{}, err
 	}
 	use := l.Activity.Of(ws.UID)
-	now, pol := l.now(), policy{maxFailedStarts: l.MaxFailedStarts, idle: l.idle(use), stale: l.stale(use)}
+	now, pol := l.now(), policy{maxFailedStarts: l.MaxFailedStarts, idle: l.idle(use), stale: l.stale(use),
+		node: nodeProblem("IDE", pods, observed.Children, observed.Nodes)}
 	st, failure := workspaceStatus(ws, pods, pol, now)
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
@@ -56,6 +57,8 @@ type policy struct {
 	maxFailedStarts int
 	idle            idlePolicy
 	stale           stalePolicy
+	// node is what the IDE's node says when its pod is not running (nodeProblem).
+	node nodeIssue
 }
 
 // soonest is the sooner of two waits, either 0 for none.
@@ -96,7 +99,7 @@ func workspaceStatus(ws *infrav1alpha1.Workspace, pods []corev1.Pod, pol policy,
 		}
 		return idleStatus(ws, st, pol.idle, now), problem{}
 	}
-	return startingStatus(ws, st, live, pol.maxFailedStarts, now)
+	return startingStatus(ws, st, live, pol, now)
 }
 
 // stoppedPhase is Stopping while the IDE pod is still there, else Stopped.
@@ -109,7 +112,10 @@ func stoppedPhase(live []corev1.Pod) infrav1alpha1.WorkspacePhase {
 
 // startingStatus is a start in progress: the timeout counts from when it began; a container
 // that cannot start makes it Failed at once, and maxFailedStarts exits (0: no limit) stop it.
-func startingStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, live []corev1.Pod, maxFailedStarts int, now time.Time) (infrav1alpha1.WorkspaceStatus, problem) {
+// A lost node makes it Failed, naming the node; a pod waiting for its volume's node stays
+// Pending, saying so; neither times out, since the node's return ends both.
+func startingStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, live []corev1.Pod, pol policy, now time.Time) (infrav1alpha1.WorkspaceStatus, problem) {
+	maxFailedStarts := pol.maxFailedStarts
 	prev := ws.Status
 	st.StartRequestedAt = prev.StartRequestedAt
 	if !isStarting(prev.Phase) || st.StartRequestedAt == nil {
@@ -137,6 +143,12 @@ func startingStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatu
 	case failure.reason != "":
 		st.Phase, st.Message = infrav1alpha1.WorkspaceFailed, failure.message
 		return st, failure
+	case pol.node.reason != "":
+		st.Message = pol.node.message
+		if !pol.node.waiting {
+			st.Phase = infrav1alpha1.WorkspaceFailed
+		}
+		return st, pol.node.problem
 	case now.Sub(st.StartRequestedAt.Time) >= startTimeout(ws):
 		st.Phase = infrav1alpha1.WorkspaceFailed
 		st.Message = fmt.Sprintf("the IDE did not become ready within %s: %s", startTimeout(ws), st.Message)

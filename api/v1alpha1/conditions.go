@@ -73,6 +73,15 @@ const (
 	// --vm-max-failed-starts times (status.stoppedReason says so too); the message gives the
 	// last failure. The storage or disk is kept; any change to the spec starts it again.
 	ReasonStartFailed = "StartFailed"
+	// ReasonNodeNotReady: the node that runs the resource's pod stopped reporting or is not
+	// ready (a lost node: its kubelet, runtime or link is down), or the node its volume is bound
+	// to is. The message names the node and what it says; the resource runs again, with its
+	// storage, when the node is back.
+	ReasonNodeNotReady = "NodeNotReady"
+	// ReasonNodeUnschedulable: the resource's pod waits for the node its volume is bound to,
+	// which is cordoned (drained for maintenance). The message names the node; the pod starts
+	// there once the node is uncordoned.
+	ReasonNodeUnschedulable = "NodeUnschedulable"
 	// ReasonPaused: the CR carries the pause annotation; nothing is reconciled.
 	ReasonPaused = "Paused"
 	// ReasonDeleting: the CR is being deleted and its children are being torn down.

@@ -21,7 +21,8 @@ const (
 	WorkspaceStopping WorkspacePhase = "Stopping"
 	// WorkspaceStopped: no IDE pod; the storage is kept.
 	WorkspaceStopped WorkspacePhase = "Stopped"
-	// WorkspaceFailed: the IDE did not become ready within spec.startTimeout; see status.message.
+	// WorkspaceFailed: the IDE cannot start (a crash loop, an image that cannot be pulled, no
+	// readiness within spec.startTimeout) or its node is lost; see status.message.
 	WorkspaceFailed WorkspacePhase = "Failed"
 )
 

@@ -3,6 +3,8 @@ package engine
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -65,6 +67,11 @@ type Observed struct {
 	Children []*unstructured.Unstructured
 	// Pods are the pods the chart's workloads run; only a PodObserver is shown them.
 	Pods []*unstructured.Unstructured
+	// Nodes are, for a PodObserver, the nodes that say why its pods are not running, by name:
+	// the node of each pod that is not ready (one being deleted too), and, while a pod waits to be scheduled, the
+	// node each claim among the children is bound to (its selected-node annotation). A node
+	// that no longer exists is absent.
+	Nodes map[string]*corev1.Node
 }
 
 // StatusResult is what StatusReporter.Status computed.

@@ -43,6 +43,7 @@ import (
 // The engine's own writes on any custom resource: events. A kind's RBAC (its resource, status,
 // finalizers and the kinds its chart renders) is marked next to its lifecycle.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 
 // reconciler serves one watches.yaml entry: it renders the entry's chart for each custom
 // resource and owns the children's lifecycle.

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -106,6 +109,9 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 			return 0, err
 		}
 		observed.Pods = pods
+		if observed.Nodes, err = r.nodes(ctx, nodesOfInterest(pods, live)); err != nil {
+			return 0, err
+		}
 	}
 	res, err := statusOf(r.lifecycle, s.obj, observed)
 	if err != nil {
@@ -124,6 +130,66 @@ func (r *reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) (
 		return nil, fmt.Errorf("listing the pods of %s %s: %w", r.gvk.Kind, obj.GetName(), err)
 	}
 	return pods, nil
+}
+
+// nodes reads the named nodes from the API server: they are read only while a pod is not
+// running, so the operator keeps no cache of every node (whose status lists its images).
+func (r *reconciler) nodes(ctx context.Context, names []string) (map[string]*corev1.Node, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*corev1.Node, len(names))
+	for _, name := range names {
+		var n corev1.Node
+		err := r.apiReader.Get(ctx, client.ObjectKey{Name: name}, &n)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading node %s: %w", name, err)
+		}
+		out[name] = &n
+	}
+	return out, nil
+}
+
+// SelectedNodeAnnotation is where the scheduler records the node a claim of a
+// WaitForFirstConsumer class is bound to.
+const SelectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+
+// nodesOfInterest names the nodes Observed.Nodes holds, each once, in order.
+func nodesOfInterest(pods, children []*unstructured.Unstructured) []string {
+	var names []string
+	add := func(name string) {
+		if name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, p := range pods {
+		// A pod being deleted counts too: on a lost node it stays so until the node is back.
+		node, _, _ := unstructured.NestedString(p.Object, "spec", "nodeName")
+		if node == "" {
+			for _, c := range children {
+				if c.GetKind() == "PersistentVolumeClaim" {
+					add(c.GetAnnotations()[SelectedNodeAnnotation])
+				}
+			}
+		} else if !podReady(p) {
+			add(node)
+		}
+	}
+	return names
+}
+
+// podReady reports whether the pod's Ready condition is True.
+func podReady(p *unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == string(corev1.PodReady) {
+			return m["status"] == string(corev1.ConditionTrue)
+		}
+	}
+	return false
 }
 
 // podGVK is the kind the chart's workloads run.

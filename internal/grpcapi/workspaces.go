@@ -339,9 +339,13 @@ func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.W
 func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, uid types.UID, poke <-chan struct{}, cleanup bool) (*infrav1alpha1.Workspace, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.MaxWait)
 	defer cancel()
+	waitedOn := "it was not created"
 	for {
 		var ws infrav1alpha1.Workspace
 		err := w.c.Get(ctx, key, &ws)
+		if err == nil {
+			waitedOn = fmt.Sprintf("it was %s: %s", orUnknown(string(ws.Status.Phase)), ws.Status.Message)
+		}
 		switch {
 		case err != nil && !apierrors.IsNotFound(err):
 			return nil, toStatus(err, "reading workspace "+key.Name)
@@ -355,9 +359,17 @@ func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, 
 		case <-poke:
 		case <-ctx.Done():
 			w.abandon(key, uid, cleanup)
-			return nil, status.Errorf(codes.DeadlineExceeded, "workspace %s was not running before the deadline", key.Name)
+			return nil, status.Errorf(codes.DeadlineExceeded, "workspace %s was not running before the deadline; %s", key.Name, waitedOn)
 		}
 	}
+}
+
+// orUnknown is a phase the operator has not written yet, said so.
+func orUnknown(phase string) string {
+	if phase == "" {
+		return "not yet reconciled"
+	}
+	return phase
 }
 
 // failureReason is why a Failed workspace failed: its Degraded condition's reason (CrashLoop,

@@ -541,3 +541,20 @@ func TestStartAgainAfterTheOperatorStoppedIt(t *testing.T) {
 		t.Errorf("a second Start of a workspace starting again: startRequests %d, want still 1", again.Spec.StartRequests)
 	}
 }
+
+// TestTheDeadlineSaysWhatItWaitedOn: a create-and-wait that runs out of time answers with the
+// workspace's phase and message (here: waiting for its volume's cordoned node), not only that
+// it was not running.
+func TestTheDeadlineSaysWhatItWaitedOn(t *testing.T) {
+	waiting := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: "ides", Name: "held"}, Spec: infrav1alpha1.WorkspaceSpec{Owner: "alice"},
+		Status: infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspacePending, Message: "waiting for node n2, which holds the IDE's volume held-home: it is cordoned"}}
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(waiting).
+		WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
+	w := newWorkspaces(server, server, server, newNotifier(), testSettings(t, inIDEs), newQuotaLock(server, server, "ops"))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := w.waitRunning(ctx, client.ObjectKeyFromObject(waiting), "", nil, false)
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "it was Pending: "+waiting.Status.Message) {
+		t.Errorf("waitRunning = %v, want DeadlineExceeded saying the workspace's phase and message", err)
+	}
+}

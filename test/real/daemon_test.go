@@ -178,7 +178,8 @@ func checkUnpullableDaemon(t *testing.T) {
 
 // checkDaemonOnLabelledNodes follows a GenericDaemon's label across the workers: labelling a
 // node brings its pod there (its logs readable), labelling another adds one, removing a label
-// takes that node's pod away, and status.installed follows each step.
+// takes that node's pod away, a node that joins with the label gets one and takes it along when
+// it leaves; status.installed follows each step.
 func checkDaemonOnLabelledNodes(t *testing.T) {
 	workers := strings.Fields(env["REAL_CLUSTER_NODES"])[1:]
 	if len(workers) < 2 {
@@ -210,6 +211,22 @@ func checkDaemonOnLabelledNodes(t *testing.T) {
 	labelNode(t, workers[1], key, ptr.To(value))
 	waitDaemonOn(t, gd, workers[0], workers[1])
 	labelNode(t, workers[0], key, nil)
+	waitDaemonOn(t, gd, workers[1])
+
+	// A node that joins with the label gets the pod; one that leaves takes it along.
+	joining := realcluster.WorkerPrefix + strconv.Itoa(len(workers)+1)
+	t.Cleanup(func() { _, _ = clusterCmd("node-remove", joining) })
+	start := time.Now()
+	if out, err := clusterCmd("node-add", joining, key+"="+value); err != nil {
+		t.Fatalf("adding node %s: %v\n%s", joining, err, out)
+	}
+	t.Logf("node %s joined, Ready with its enforcer: %s", joining, time.Since(start).Round(100*time.Millisecond))
+	waitDaemonOn(t, gd, workers[1], joining)
+	if out, err := clusterCmd("node-remove", joining); err != nil {
+		t.Fatalf("removing node %s: %v\n%s", joining, err, out)
+	}
+	// The DaemonSet counts the pod of the deleted node until Kubernetes' pod garbage collector
+	// deletes it, 40 s after the node (measured: 50-55 s in all).
 	waitDaemonOn(t, gd, workers[1])
 }
 

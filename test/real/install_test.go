@@ -52,6 +52,7 @@ func TestOperatorSDKInstall(t *testing.T) {
 	t.Run("admission webhooks answer through their Service", checkWebhooks)
 	t.Run("the gRPC API answers through its Service", func(t *testing.T) { checkGRPC(t, api) })
 	t.Run("tenants' networks are enforced: from Alice's node and another, Bob reaches none of her IDE, the API server, the workspace API, the metadata address; DNS and the outside are open; her gateway reaches her IDE", checkTenantNetworks)
+	t.Run("the workspace API's NetworkPolicy admits only namespaces labelled for it", checkAPIPolicy)
 	t.Run("a GenericDaemon's pods run on the node", checkGenericDaemon)
 	t.Run("a GenericDaemon follows its label from worker to worker", checkDaemonOnLabelledNodes)
 	t.Run("a GenericDaemon whose image cannot be pulled says so", checkUnpullableDaemon)
@@ -64,6 +65,8 @@ func TestOperatorSDKInstall(t *testing.T) {
 	t.Run("a VM whose launcher keeps failing is stopped after its failed starts, Degraded with the reason", checkCrashingVM)
 	t.Run("scorecard passes, its tests run in pods", checkScorecard)
 	t.Run("run bundle-upgrade writes nothing to what the operator serves", checkUpgrade)
+	t.Run("a drained node's workspace waits for it, saying so, and runs there again with its files", checkDrain)
+	t.Run("a lost node's workspace is Failed naming it within about a minute, new ones land elsewhere, and it runs on when the node is back", checkLostNode)
 	t.Run("operator-sdk cleanup leaves no operator pod", func(t *testing.T) {
 		realInstall(t, "uninstall")
 		waitFor(t, 2*time.Minute, "the operator's pods to be gone", func(ctx context.Context) error {

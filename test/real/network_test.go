@@ -4,11 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -67,11 +73,14 @@ func checkTenantNetworks(t *testing.T) {
 }
 
 // placedWorkspaces creates small workspaces (name and owner each) whose pods run on node (the
-// others are cordoned until they are scheduled) and returns their Running IDE pods.
+// others are cordoned until they are scheduled; "" places them where the scheduler likes) and
+// returns their Running IDE pods.
 func placedWorkspaces(t *testing.T, node string, specs ...[2]string) []*corev1.Pod {
 	t.Helper()
-	uncordon := cordonAllBut(t, node)
-	defer uncordon()
+	if node != "" {
+		uncordon := cordonAllBut(t, node)
+		defer uncordon()
+	}
 	var workspaces []*infrav1alpha1.Workspace
 	for _, s := range specs {
 		ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: s[0]},
@@ -86,7 +95,7 @@ func placedWorkspaces(t *testing.T, node string, specs ...[2]string) []*corev1.P
 	var pods []*corev1.Pod
 	for _, ws := range workspaces {
 		pod := runningIDE(t, ws)
-		if pod.Spec.NodeName != node {
+		if node != "" && pod.Spec.NodeName != node {
 			t.Fatalf("workspace %s runs on %s, want %s", ws.Name, pod.Spec.NodeName, node)
 		}
 		pods = append(pods, pod)
@@ -146,23 +155,28 @@ func cordonAllBut(t *testing.T, keep string) func() {
 	return undo
 }
 
-// gatewayPod runs a pod labelled as a workspace gateway in the workspaces' namespace, from the
-// IDE image (which has bash for the probes), on node.
+// gatewayPod runs a pod labelled as a workspace gateway in the workspaces' namespace, on node.
 func gatewayPod(t *testing.T, node string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "net-gateway",
-		Labels: map[string]string{"infra.cloudspace.dev/workspace-access": "true"}},
+	return probePod(t, workspaceNS, "net-gateway", map[string]string{"infra.cloudspace.dev/workspace-access": "true"}, node)
+}
+
+// probePod runs a pod from the IDE image (which has bash for the probes) in ns, with labels, on
+// node ("" where the scheduler likes), and waits until it runs.
+func probePod(t *testing.T, ns, name string, labels map[string]string, node string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0),
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			Containers: []corev1.Container{{Name: "gateway", Image: ref(t, "cloudspace/workspace-ide:4.96.4"), Command: []string{"sleep", "3600"},
+			Containers: []corev1.Container{{Name: "probe", Image: ref(t, "cloudspace/workspace-ide:4.96.4"), Command: []string{"sleep", "3600"},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}}}}
 	if err := k8sClient.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), pod) })
-	waitFor(t, 2*time.Minute, "the gateway pod Running", func(ctx context.Context) error {
+	waitFor(t, 2*time.Minute, "pod "+ns+"/"+name+" Running", func(ctx context.Context) error {
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err
 		}
@@ -172,6 +186,55 @@ func gatewayPod(t *testing.T, node string) *corev1.Pod {
 		return nil
 	})
 	return pod
+}
+
+// checkAPIPolicy applies the workspace API's NetworkPolicy as config/default ships it to the
+// OLM-installed operator: a pod in a namespace labelled for the API reaches the API's port, one
+// in any other namespace does not (but reaches the metrics port, which authenticates every
+// scrape); with the policy deleted, the outsider reaches the API too.
+func checkAPIPolicy(t *testing.T) {
+	ctx := context.Background()
+	np := &networkingv1.NetworkPolicy{}
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "default", "grpc_networkpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, np); err != nil {
+		t.Fatal(err)
+	}
+	np.Namespace, np.Name = operatorNS, "cloudspace-operator-"+np.Name // config/default's namespace and prefix
+	if err := k8sClient.Create(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), np) })
+	for ns, labelled := range map[string]bool{"api-portal": true, "api-outsider": false} {
+		ensureNamespace(t, ns)
+		t.Cleanup(func() {
+			_ = k8sClient.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		})
+		if labelled {
+			patch := []byte(`{"metadata":{"labels":{"infra.cloudspace.dev/api-access":"true"}}}`)
+			if err := k8sClient.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	api := target{"workspace-api", serviceAddr(t, operatorNS, grpcService)}
+	metrics := target{"metrics", serviceAddr(t, operatorNS, "cloudspace-operator-controller-manager-metrics-service")}
+	portal := probePod(t, "api-portal", "client", nil, "")
+	outsider := probePod(t, "api-outsider", "client", nil, "")
+	waitFor(t, time.Minute, "the labelled namespace reaching the API, the other only its metrics", func(context.Context) error {
+		if err := expectErr(portal, probe(t, portal, []target{api}), []target{api}, nil); err != nil {
+			return err
+		}
+		return expectErr(outsider, probe(t, outsider, []target{api, metrics}), []target{metrics}, []target{api})
+	})
+	if err := k8sClient.Delete(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the outsider reaching the API without the policy", func(context.Context) error {
+		return expectErr(outsider, probe(t, outsider, []target{api}), []target{api}, nil)
+	})
 }
 
 // probe tries every target at once from the pod's first container, and a DNS lookup of the

@@ -5,6 +5,10 @@
 //	realcluster down       stop it and remove everything it made
 //	realcluster status     list its processes
 //	realcluster snapshot   print the host's state that the cluster must leave as it was
+//	realcluster node-stop NODE    kill the node's kubelet and containerd (a lost node)
+//	realcluster node-start NODE   start them again and wait until the node is Ready
+//	realcluster node-add NODE [LABELS]   join a new worker (real-worker-N), its kubelet with LABELS (k=v,...)
+//	realcluster node-remove NODE  take a worker out for good
 //
 // and, run by the cluster itself: hold DIR (keeps a node's or the fabric's namespaces open),
 // forward (127.0.0.1 listeners into the control-plane node), outside ADDR... (the fabric's
@@ -29,7 +33,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: realcluster up|down|status|snapshot")
+		fmt.Fprintln(os.Stderr, "usage: realcluster up|down|status|snapshot|node-stop|node-start|node-add|node-remove NODE")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -78,6 +82,8 @@ func run(ctx context.Context, verb string, args []string) error {
 		return layout.Down(logf)
 	case "status":
 		return layout.Status(os.Stdout)
+	case "node-stop", "node-start", "node-add", "node-remove":
+		return nodeVerb(ctx, layout, verb, args)
 	}
 	return fmt.Errorf("unknown command %q", verb)
 }
@@ -147,4 +153,24 @@ func pushInfra(repo string, layout realcluster.Layout) (map[string]string, error
 func olmCRDs(repo string) (string, error) {
 	dir, err := images.ModuleDir(filepath.Join(repo, "hack", "tools", "olm"), "github.com/operator-framework/operator-lifecycle-manager")
 	return filepath.Join(dir, "deploy", "chart", "crds"), err
+}
+
+// nodeVerb loses, brings back, adds or removes one node.
+func nodeVerb(ctx context.Context, layout realcluster.Layout, verb string, args []string) error {
+	if len(args) < 1 || len(args) > 2 || (len(args) == 2 && verb != "node-add") {
+		return fmt.Errorf("usage: realcluster %s NODE%s", verb, map[bool]string{true: " [LABELS]"}[verb == "node-add"])
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "node-stop":
+		return layout.StopNode(args[0])
+	case "node-start":
+		return layout.StartNode(ctx, self, args[0])
+	case "node-add":
+		return layout.AddNode(ctx, self, args[0], strings.Join(args[1:], ""))
+	}
+	return layout.RemoveNode(ctx, args[0])
 }

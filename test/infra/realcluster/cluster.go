@@ -64,11 +64,7 @@ func (l Layout) Up(ctx context.Context, o Options) error {
 
 // prepare writes the cluster's files and creates the kubelets' cgroups.
 func (l Layout) prepare() error {
-	dirs := []string{"state/registry", "state/volumes", "state/home", "logs", "pids", "node/serviceaccount"}
-	for _, n := range l.Nodes() {
-		dirs = append(dirs, "state/"+n.Name+"/var-lib", "state/"+n.Name+"/var-log")
-	}
-	for _, d := range dirs {
+	for _, d := range []string{"state/registry", "state/volumes", "state/home", "logs", "pids", "node/serviceaccount"} {
 		if err := os.MkdirAll(l.Path(d), 0o755); err != nil {
 			return err
 		}
@@ -86,11 +82,27 @@ func (l Layout) prepare() error {
 		return err
 	}
 	for _, n := range l.Nodes() {
-		if err := makeCgroups(n.cgroupRoot()); err != nil {
-			return err
+		if err := l.prepareNode(n); err != nil {
+			return fmt.Errorf("preparing node %s: %w", n.Name, err)
 		}
 	}
 	return nil
+}
+
+// prepareNode makes the node's state directories, certificates, configuration and cgroups.
+func (l Layout) prepareNode(n Node) error {
+	for _, d := range []string{"var-lib", "var-log"} {
+		if err := os.MkdirAll(l.statePath(n, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := l.issueNodeCerts(n); err != nil {
+		return err
+	}
+	if err := l.writeNodeConfig(n); err != nil {
+		return err
+	}
+	return makeCgroups(n.cgroupRoot())
 }
 
 // startDaemons starts each phase of daemons and waits for what the next phase needs.
@@ -195,28 +207,37 @@ func (l Layout) waitAPIServer(ctx context.Context) error {
 }
 
 func (l Layout) waitNodesReady(ctx context.Context) error {
+	for _, n := range l.Nodes() {
+		if err := l.waitNodeReady(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l Layout) waitNodeReady(ctx context.Context, n Node) error {
 	cs, err := l.clientset()
 	if err != nil {
 		return err
 	}
-	for _, n := range l.Nodes() {
-		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range node.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					return c.Status == corev1.ConditionTrue, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("node %s did not become Ready: %w", n.Name, err)
-		}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return err == nil && nodeReady(node), nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s did not become Ready: %w", n.Name, err)
 	}
 	return nil
+}
+
+// nodeReady reports whether the node's Ready condition is True.
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // writeEnv writes the sh-sourceable environment: the kubeconfig, the registry, its CA bundle

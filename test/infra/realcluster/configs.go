@@ -25,9 +25,6 @@ func (l Layout) writeKubeconfigs() error {
 		l.Path("node", "scheduler.kubeconfig"):          {nodeAPI, "scheduler"},
 		l.Path("node", "kube-proxy.kubeconfig"):         {nodeAPI, "kube-proxy"},
 	}
-	for _, n := range l.Nodes() {
-		files[l.nodePath(n, "kubelet.kubeconfig")] = [2]string{nodeAPI, "kubelet-client-" + n.Name}
-	}
 	for path, f := range files {
 		if err := l.writeKubeconfig(path, f[0], f[1]); err != nil {
 			return fmt.Errorf("writing %s: %w", path, err)
@@ -51,10 +48,9 @@ func (l Layout) writeKubeconfig(path, server, cert string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// writeNodeFiles writes the configuration of the registry and, for every node, of containerd,
-// the CNI network, the kubelet and kube-proxy, and the files the nodes' mount namespaces put in
-// place of the host's (resolv.conf, the kubelet's three kernel settings). The nodes resolve
-// names through the cluster's DNS Service, as their OLM processes must.
+// writeNodeFiles writes the configuration of the registry and the files the nodes' mount
+// namespaces put in place of the host's (resolv.conf, the kubelet's three kernel settings). The
+// nodes resolve names through the cluster's DNS Service, as their OLM processes must.
 func (l Layout) writeNodeFiles() error {
 	files := map[string]string{
 		l.Path("node", "certs.d", l.Registry(), "hosts.toml"): l.registryHosts(),
@@ -66,12 +62,25 @@ func (l Layout) writeNodeFiles() error {
 		l.Path("node", "sysctl", "kernel", "panic"):           "10\n",
 		l.Path("node", "sysctl", "kernel", "panic_on_oops"):   "1\n",
 	}
-	for _, n := range l.Nodes() {
-		files[l.nodePath(n, "containerd.toml")] = l.containerdConfig(n)
-		files[l.nodePath(n, "cni", "10-cloudspace.conflist")] = cniConfig(n)
-		files[l.nodePath(n, "kubelet.yaml")] = l.kubeletConfig(n)
-		files[l.nodePath(n, "kube-proxy.yaml")] = l.kubeProxyConfig(n)
+	return writeFiles(files)
+}
+
+// writeNodeConfig writes the node's own configuration: its kubelet's kubeconfig, containerd,
+// the CNI network, the kubelet and kube-proxy.
+func (l Layout) writeNodeConfig(n Node) error {
+	if err := l.writeKubeconfig(l.nodePath(n, "kubelet.kubeconfig"), nodeAPI, "kubelet-client-"+n.Name); err != nil {
+		return err
 	}
+	return writeFiles(map[string]string{
+		l.nodePath(n, "containerd.toml"):               l.containerdConfig(n),
+		l.nodePath(n, "cni", "10-cloudspace.conflist"): cniConfig(n),
+		l.nodePath(n, "kubelet.yaml"):                  l.kubeletConfig(n),
+		l.nodePath(n, "kube-proxy.yaml"):               l.kubeProxyConfig(n),
+	})
+}
+
+// writeFiles writes each file, making its directory.
+func writeFiles(files map[string]string) error {
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err

@@ -23,15 +23,6 @@ func (l Layout) daemons(self string, cp int) [][]daemon {
 		{name: "registry", node: NodeName, bin: bin("registry"), args: []string{"serve", node("registry.yaml")},
 			env: []string{"OTEL_TRACES_EXPORTER=none"}},
 	}
-	for _, n := range l.Nodes() {
-		storage = append(storage, daemon{name: n.daemon("containerd"), node: n.Name, bin: bin("containerd"),
-			args: []string{"--config", l.nodePath(n, "containerd.toml"), "--log-level", "warn"}})
-		if n.Index > 0 {
-			// The registry is 127.0.0.1:RegistryPort on every node, as on the host.
-			storage = append(storage, daemon{name: n.daemon("registry-forwarder"), node: n.Name, bin: self,
-				args: []string{"forward", "--holder", strconv.Itoa(cp), l.Registry() + "=" + l.Registry()}})
-		}
-	}
 	api := []daemon{{name: "kube-apiserver", node: NodeName, bin: bin("kube-apiserver"), args: []string{
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address=" + NodeIP, "--advertise-address=" + NodeIP, "--secure-port=" + strconv.Itoa(APIPort),
@@ -53,7 +44,7 @@ func (l Layout) daemons(self string, cp int) [][]daemon {
 		return []string{"--kubeconfig=" + node(name+".kubeconfig"), "--authentication-kubeconfig=" + node(name+".kubeconfig"),
 			"--authorization-kubeconfig=" + node(name+".kubeconfig"), "--bind-address=127.0.0.1", "--leader-elect=false"}
 	}
-	nodeDaemons := []daemon{
+	control := []daemon{
 		{name: "kube-controller-manager", node: NodeName, bin: bin("kube-controller-manager"), args: append(common("controller-manager"),
 			"--service-account-private-key-file="+pki("sa.key"), "--root-ca-file="+pki("ca.crt"),
 			"--cluster-signing-cert-file="+pki("ca.crt"), "--cluster-signing-key-file="+pki("ca.key"),
@@ -67,12 +58,31 @@ func (l Layout) daemons(self string, cp int) [][]daemon {
 		if n.Index == 0 {
 			labels = NodeLabels
 		}
-		nodeDaemons = append(nodeDaemons,
-			daemon{name: n.daemon("kubelet"), node: n.Name, bin: bin("kubelet"), args: []string{"--config=" + l.nodePath(n, "kubelet.yaml"),
-				"--kubeconfig=" + l.nodePath(n, "kubelet.kubeconfig"), "--hostname-override=" + n.Name, "--node-ip=" + n.IP(),
-				"--node-labels=" + labels, "--v=1"}},
-			daemon{name: n.daemon("kube-proxy"), node: n.Name, bin: bin("kube-proxy"), args: []string{"--config=" + l.nodePath(n, "kube-proxy.yaml")}})
-		enforcers = append(enforcers, l.enforcer(n))
+		own := l.nodeDaemons(self, cp, n, labels)
+		storage = append(storage, own[0]...)
+		control = append(control, own[1]...)
+		enforcers = append(enforcers, own[2]...)
 	}
-	return [][]daemon{storage, api, nodeDaemons, enforcers}
+	return [][]daemon{storage, api, control, enforcers}
+}
+
+// nodeDaemons are the node's own processes by phase (those of daemons): its containerd (and on
+// a worker, the registry's forwarder), its kubelet with labels and kube-proxy, and its
+// NetworkPolicy enforcer.
+func (l Layout) nodeDaemons(self string, cp int, n Node, labels string) [3][]daemon {
+	var storage []daemon
+	storage = append(storage, daemon{name: n.daemon("containerd"), node: n.Name, bin: l.Bin + "/containerd",
+		args: []string{"--config", l.nodePath(n, "containerd.toml"), "--log-level", "warn"}})
+	if n.Index > 0 {
+		// The registry is 127.0.0.1:RegistryPort on every node, as on the host.
+		storage = append(storage, daemon{name: n.daemon("registry-forwarder"), node: n.Name, bin: self,
+			args: []string{"forward", "--holder", strconv.Itoa(cp), l.Registry() + "=" + l.Registry()}})
+	}
+	node := []daemon{
+		{name: n.daemon("kubelet"), node: n.Name, bin: l.Bin + "/kubelet", args: []string{"--config=" + l.nodePath(n, "kubelet.yaml"),
+			"--kubeconfig=" + l.nodePath(n, "kubelet.kubeconfig"), "--hostname-override=" + n.Name, "--node-ip=" + n.IP(),
+			"--node-labels=" + labels, "--v=1"}},
+		{name: n.daemon("kube-proxy"), node: n.Name, bin: l.Bin + "/kube-proxy", args: []string{"--config=" + l.nodePath(n, "kube-proxy.yaml")}},
+	}
+	return [3][]daemon{storage, node, {l.enforcer(n)}}
 }

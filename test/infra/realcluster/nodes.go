@@ -2,12 +2,17 @@ package realcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -79,21 +84,31 @@ func (l Layout) startNamespaces(self string) error {
 	if err != nil {
 		return err
 	}
-	if err := nsRun(fab, false, l.fabricSetup()); err != nil {
+	if err := nsRun(fab, false, fabricSetup); err != nil {
 		return fmt.Errorf("preparing the fabric: %w", err)
 	}
 	for _, n := range l.Nodes() {
-		holder, err := l.startHolder(self, n.Name, true)
-		if err != nil {
+		if err := l.startNodeNamespaces(self, n, fab); err != nil {
 			return err
 		}
-		if err := nsRun(holder, true, l.nodeSetup(n, fab)); err != nil {
-			return fmt.Errorf("preparing node %s: %w", n.Name, err)
-		}
-		if err := nsRun(fab, false, fmt.Sprintf("set -e\nip link set %s master %s\nip link set %s up\n",
-			n.fabricPort(), FabricBridge, n.fabricPort())); err != nil {
-			return fmt.Errorf("joining node %s to the fabric: %w", n.Name, err)
-		}
+	}
+	return nil
+}
+
+// startNodeNamespaces starts the node's holder, prepares its namespaces (nodeSetup) and joins
+// it to the fabric, which routes the node's pod subnet to it.
+func (l Layout) startNodeNamespaces(self string, n Node, fab int) error {
+	holder, err := l.startHolder(self, n.Name, true)
+	if err != nil {
+		return err
+	}
+	if err := nsRun(holder, true, l.nodeSetup(n, fab)); err != nil {
+		return fmt.Errorf("preparing node %s: %w", n.Name, err)
+	}
+	join := fmt.Sprintf("set -e\nip link set %[1]s master %[2]s\nip link set %[1]s up\nip route add %[3]s via %[4]s\n",
+		n.fabricPort(), FabricBridge, n.Subnet(), n.fabricIP())
+	if err := nsRun(fab, false, join); err != nil {
+		return fmt.Errorf("joining node %s to the fabric: %w", n.Name, err)
 	}
 	return nil
 }
@@ -138,33 +153,25 @@ func nsRun(holder int, mount bool, script string) error {
 	return nil
 }
 
-// fabricSetup prepares the fabric's namespace: the bridge the nodes join, a route to each node's
-// pods, forwarding, and the two outside addresses the fabric serves (outsideServer).
-func (l Layout) fabricSetup() string {
-	var b strings.Builder
-	w := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...) + "\n") }
-	w("set -e")
-	w("ip link set lo up")
-	w("ip link add %s type bridge", FabricBridge)
-	w("ip addr add %s/24 dev %s", FabricGateway, FabricBridge)
-	w("ip link set %s up", FabricBridge)
-	// This kernel has no dummy interfaces: the outside addresses live on the loopback.
-	w("ip addr add %s/32 dev lo", OutsideIP)
-	w("ip addr add %s/32 dev lo", MetadataIP)
-	for _, n := range l.Nodes() {
-		w("ip route add %s via %s", n.Subnet(), n.fabricIP())
-	}
-	w("echo 1 > /proc/sys/net/ipv4/ip_forward")
-	return b.String()
-}
+// fabricSetup prepares the fabric's namespace: the bridge the nodes join (each adds the route
+// to its pods, startNodeNamespaces), forwarding, and the two outside addresses the fabric
+// serves (Outside). This kernel has no dummy interfaces: they live on the loopback.
+var fabricSetup = strings.Join([]string{"set -e", "ip link set lo up",
+	"ip link add " + FabricBridge + " type bridge",
+	"ip addr add " + FabricGateway + "/24 dev " + FabricBridge,
+	"ip link set " + FabricBridge + " up",
+	"ip addr add " + OutsideIP + "/32 dev lo",
+	"ip addr add " + MetadataIP + "/32 dev lo",
+	"echo 1 > /proc/sys/net/ipv4/ip_forward", ""}, "\n")
 
 // nodeSetup prepares a node's namespaces, run in them once its holder made them: a private
 // /run, /var/lib and /var/log (containerd's, the kubelet's and CNI's fixed paths, the pods'
 // logs), the node's resolv.conf, a service account directory, the three kernel settings the
 // kubelet insists on answered from files, and the network: loopback, the bridge with the
-// node's address, its end of the fabric (the peer made in the fabric's namespace), a route to
-// every other node's pods and the default route through the fabric (without a route no
-// ClusterIP is reachable), forwarding on (the namespace's own setting).
+// node's address, its end of the fabric (the peer made in the fabric's namespace) and the
+// default route through the fabric, which routes to every other node's pods and the outside
+// (without a route no ClusterIP is reachable either), forwarding on (the namespace's own
+// setting).
 func (l Layout) nodeSetup(n Node, fabricHolder int) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...) + "\n") }
@@ -188,12 +195,188 @@ func (l Layout) nodeSetup(n Node, fabricHolder int) string {
 	w("ip link add eth0 type veth peer name %s netns %d", n.fabricPort(), fabricHolder)
 	w("ip addr add %s/24 dev eth0", n.fabricIP())
 	w("ip link set eth0 up")
-	for _, other := range l.Nodes() {
-		if other != n {
-			w("ip route add %s via %s", other.Subnet(), other.fabricIP())
-		}
-	}
 	w("ip route add default via %s", FabricGateway)
 	w("echo 1 > /proc/sys/net/ipv4/ip_forward")
 	return b.String()
+}
+
+// NodeNamed is the node of that name, whatever number of workers the layout says.
+func NodeNamed(name string) (Node, error) {
+	if name == NodeName {
+		return Node{Name: name}, nil
+	}
+	if i, err := strconv.Atoi(strings.TrimPrefix(name, WorkerPrefix)); err == nil && strings.HasPrefix(name, WorkerPrefix) && i > 0 && i <= MaxWorkers {
+		return Node{Name: name, Index: i}, nil
+	}
+	return Node{}, fmt.Errorf("no node is called %q (%s, %s1...)", name, NodeName, WorkerPrefix)
+}
+
+// nodeRuntime are the daemons a lost node loses: its kubelet and its container runtime.
+// Killing them leaves its pods' processes running (containerd's shims hold them), reported by
+// nobody, as when a node's agent dies or its link is cut.
+var nodeRuntime = []string{"kubelet", "containerd"}
+
+// StopNode kills the node's kubelet and containerd, so that the cluster loses the node.
+func (l Layout) StopNode(name string) error {
+	n, err := NodeNamed(name)
+	if err != nil {
+		return err
+	}
+	running := l.running()
+	for _, base := range nodeRuntime {
+		pid, ok := running[n.daemon(base)]
+		if !ok {
+			return fmt.Errorf("%s of node %s is not running", base, name)
+		}
+		stop(pid, 0)
+	}
+	return nil
+}
+
+// StartNode starts the node's containerd and kubelet again, those not running (as they were
+// started with the cluster), and waits until the node is Ready. A kubelet that starts before containerd's CRI
+// serves exits at once; it is started again, as systemd restarts a node's kubelet.
+func (l Layout) StartNode(ctx context.Context, self, name string) error {
+	n, err := NodeNamed(name)
+	if err != nil {
+		return err
+	}
+	cp, err := l.HolderPID()
+	if err != nil {
+		return err
+	}
+	containerd, ok1 := l.daemonNamed(self, cp, n.daemon("containerd"))
+	kubelet, ok2 := l.daemonNamed(self, cp, n.daemon("kubelet"))
+	if !ok1 || !ok2 {
+		return fmt.Errorf("the cluster has no node %s", name)
+	}
+	if _, ok := l.running()[containerd.name]; !ok {
+		if err := l.start(containerd); err != nil {
+			return err
+		}
+	}
+	return l.superviseKubelet(ctx, n, kubelet)
+}
+
+// superviseKubelet starts the node's kubelet, and again whenever it exits, until the node is
+// Ready: a kubelet that starts before containerd's CRI serves exits at once, and systemd
+// restarts a real node's.
+func (l Layout) superviseKubelet(ctx context.Context, n Node, kubelet daemon) error {
+	cs, err := l.clientset()
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, ok := l.running()[kubelet.name]; !ok {
+			if err := l.start(kubelet); err != nil {
+				return false, err
+			}
+		}
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return err == nil && nodeReady(node), nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s did not become Ready: %w (logs in %s)", n.Name, err, l.Path("logs"))
+	}
+	return nil
+}
+
+// daemonNamed is the cluster's daemon of that name.
+func (l Layout) daemonNamed(self string, cp int, name string) (daemon, bool) {
+	for _, phase := range l.daemons(self, cp) {
+		for _, d := range phase {
+			if d.name == name {
+				return d, true
+			}
+		}
+	}
+	return daemon{}, false
+}
+
+// AddNode joins a new worker to the running cluster, with its kubelet's labels (k=v,...): its
+// namespaces, certificates, containerd, kubelet, kube-proxy and enforcer, as Up makes a
+// worker; it returns once the node is Ready with its enforcer running.
+func (l Layout) AddNode(ctx context.Context, self, name, labels string) error {
+	n, err := NodeNamed(name)
+	if err != nil || n.Index == 0 {
+		return fmt.Errorf("a node to add must be a worker: %w", err)
+	}
+	if _, ok := l.running()[holderName(n.Name)]; ok {
+		return fmt.Errorf("node %s runs already", name)
+	}
+	cp, err := l.HolderPID()
+	if err != nil {
+		return err
+	}
+	fab, err := l.pid(holderName(fabric))
+	if err != nil {
+		return err
+	}
+	if err := l.prepareNode(n); err != nil {
+		return err
+	}
+	if err := l.startNodeNamespaces(self, n, fab); err != nil {
+		return err
+	}
+	phases := l.nodeDaemons(self, cp, n, labels)
+	var kubelet daemon
+	for _, d := range append(phases[0], phases[1]...) {
+		if d.name == n.daemon("kubelet") {
+			kubelet = d
+		} else if err := l.start(d); err != nil {
+			return err
+		}
+	}
+	if err := l.superviseKubelet(ctx, n, kubelet); err != nil {
+		return err
+	}
+	if err := l.start(phases[2][0]); err != nil {
+		return err
+	}
+	holder, err := l.pid(holderName(n.Name))
+	if err != nil {
+		return err
+	}
+	return l.waitHTTP(ctx, holder, fmt.Sprintf("http://127.0.0.1:%d/healthz", enforcerHealthPort), "the NetworkPolicy enforcer of "+name)
+}
+
+// RemoveNode takes a worker out of the cluster for good: its processes and its pods' stopped,
+// its Node deleted, its route, cgroups and files removed.
+func (l Layout) RemoveNode(ctx context.Context, name string) error {
+	n, err := NodeNamed(name)
+	if err != nil || n.Index == 0 {
+		return fmt.Errorf("a node to remove must be a worker: %w", err)
+	}
+	running := l.running()
+	if pid, ok := running[n.daemon("kubelet")]; ok {
+		stop(pid, 10*time.Second)
+	}
+	for _, pid := range cgroupProcs(n.cgroupRoot()) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for name, pid := range running {
+		if strings.HasSuffix(name, "-"+n.Name) && name != holderName(n.Name) {
+			stop(pid, 10*time.Second)
+		}
+	}
+	if holder, ok := running[holderName(n.Name)]; ok {
+		for _, pid := range inNamespace(holder) {
+			stop(pid, 5*time.Second)
+		}
+		stop(holder, 5*time.Second)
+	}
+	if fab, err := l.pid(holderName(fabric)); err == nil {
+		_ = nsRun(fab, false, "ip route del "+n.Subnet())
+	}
+	cs, err := l.clientset()
+	if err != nil {
+		return err
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting node %s: %w", n.Name, err)
+	}
+	if _, err := removeCgroups(n.cgroupRoot()); err != nil {
+		return err
+	}
+	return errors.Join(os.RemoveAll(l.statePath(n)), os.RemoveAll(l.nodePath(n)))
 }

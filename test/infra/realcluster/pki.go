@@ -2,6 +2,7 @@ package realcluster
 
 import (
 	"crypto/ecdsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -42,12 +43,39 @@ func (l Layout) certs() []cert {
 		{name: "packageserver", cn: "packageserver", server: true, hosts: []string{NodeIP,
 			"packageserver-service.olm.svc", "packageserver-service.olm.svc." + ClusterDomain}},
 	}
-	for _, n := range l.Nodes() {
-		certs = append(certs,
-			cert{name: "kubelet-client-" + n.Name, cn: "system:node:" + n.Name, orgs: []string{"system:nodes"}},
-			cert{name: "kubelet-" + n.Name, cn: n.Name, server: true, hosts: []string{n.IP(), n.Name}})
-	}
 	return certs
+}
+
+// nodeCerts are a node's kubelet's client certificate (its identity to the Node authorizer)
+// and serving certificate.
+func nodeCerts(n Node) []cert {
+	return []cert{
+		{name: "kubelet-client-" + n.Name, cn: "system:node:" + n.Name, orgs: []string{"system:nodes"}},
+		{name: "kubelet-" + n.Name, cn: n.Name, server: true, hosts: []string{n.IP(), n.Name}},
+	}
+}
+
+// issueNodeCerts issues the node's certificates with the cluster's CA (at Up, or when a node
+// joins later).
+func (l Layout) issueNodeCerts(n Node) error {
+	pair, err := tls.LoadX509KeyPair(l.CA(), l.Path("pki", "ca.key"))
+	if err != nil {
+		return fmt.Errorf("reading the cluster's CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return err
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		return errors.New("the cluster's CA key is not an ECDSA key")
+	}
+	for _, c := range nodeCerts(n) {
+		if err := issue(l.Path("pki"), c, ca, key); err != nil {
+			return fmt.Errorf("issuing %s: %w", c.name, err)
+		}
+	}
+	return nil
 }
 
 // writePKI issues the cluster's CA, the aggregation layer's front-proxy CA and client, the

@@ -179,7 +179,7 @@ func cgroupExists(root string) bool {
 	return false
 }
 
-func TestNodesHaveTheirOwnSubnetsAndRoutes(t *testing.T) {
+func TestNodesHaveTheirOwnSubnetsAndAddresses(t *testing.T) {
 	l := Layout{Dir: "/x", Workers: 2}
 	nodes := l.Nodes()
 	if len(nodes) != 3 || nodes[0].Name != NodeName || nodes[2].Name != WorkerPrefix+"2" {
@@ -190,20 +190,11 @@ func TestNodesHaveTheirOwnSubnetsAndRoutes(t *testing.T) {
 	}
 	setup := l.nodeSetup(nodes[1], 42)
 	for _, want := range []string{
-		"ip route add 10.222.0.0/24 via 10.221.0.1", "ip route add 10.222.2.0/24 via 10.221.0.3",
+		"ip addr add 10.222.1.1/24 dev " + Bridge, "ip addr add 10.221.0.2/24 dev eth0",
 		"ip route add default via " + FabricGateway, "peer name node1 netns 42", `mount --bind "/x/state/real-worker-1/var-lib" /var/lib`,
 	} {
 		if !strings.Contains(setup, want) {
 			t.Errorf("node setup lacks %q:\n%s", want, setup)
-		}
-	}
-	if strings.Contains(setup, "10.222.1.0/24 via") {
-		t.Errorf("a node routes its own subnet away:\n%s", setup)
-	}
-	fabric := l.fabricSetup()
-	for _, n := range nodes {
-		if !strings.Contains(fabric, "ip route add "+n.Subnet()+" via "+n.fabricIP()) {
-			t.Errorf("the fabric does not route %s:\n%s", n.Subnet(), fabric)
 		}
 	}
 	if nodes[0].daemon("kubelet") != "kubelet" || nodes[1].daemon("kubelet") != "kubelet-real-worker-1" {
@@ -221,6 +212,19 @@ func TestRealNodesIsBounded(t *testing.T) {
 		l, err := DefaultLayout(t.TempDir())
 		if (err != nil) != tc.err || (!tc.err && l.Workers != tc.workers) {
 			t.Errorf("REAL_NODES=%q: workers %d, error %v", tc.value, l.Workers, err)
+		}
+	}
+}
+
+func TestNodeNamed(t *testing.T) {
+	for name, index := range map[string]int{NodeName: 0, WorkerPrefix + "1": 1, WorkerPrefix + "6": 6} {
+		if n, err := NodeNamed(name); err != nil || n.Index != index {
+			t.Errorf("%s: %+v, %v", name, n, err)
+		}
+	}
+	for _, name := range []string{"", "real-worker-0", "real-worker-7", "real-worker-x", "node"} {
+		if _, err := NodeNamed(name); err == nil {
+			t.Errorf("%q names a node", name)
 		}
 	}
 }
