@@ -32,11 +32,16 @@ var (
 	_ engine.StatusReporter = VirtualMachineLifecycle{}
 	_ engine.Retainer       = VirtualMachineLifecycle{}
 	_ engine.PodObserver    = VirtualMachineLifecycle{}
+	_ engine.NodeObserver   = VirtualMachineLifecycle{}
 	_ engine.Adopter        = VirtualMachineLifecycle{}
 )
 
 // ObservesPods asks the engine for the guest's pod.
 func (VirtualMachineLifecycle) ObservesPods() {}
+
+// ObservesNodes: a lost node, or a cordoned one holding the volume, says why the pod does not
+// run (nodeProblem).
+func (VirtualMachineLifecycle) ObservesNodes() {}
 
 func decodeVM(obj *unstructured.Unstructured) (*infrav1alpha1.VirtualMachine, error) {
 	vm := &infrav1alpha1.VirtualMachine{}

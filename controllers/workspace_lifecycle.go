@@ -108,11 +108,16 @@ var (
 	_ engine.StatusReporter = WorkspaceLifecycle{}
 	_ engine.Retainer       = WorkspaceLifecycle{}
 	_ engine.PodObserver    = WorkspaceLifecycle{}
+	_ engine.NodeObserver   = WorkspaceLifecycle{}
 	_ engine.Adopter        = WorkspaceLifecycle{}
 )
 
 // ObservesPods asks the engine for the IDE pods.
 func (WorkspaceLifecycle) ObservesPods() {}
+
+// ObservesNodes: a lost node, or a cordoned one holding the volume, says why the pod does not
+// run (nodeProblem).
+func (WorkspaceLifecycle) ObservesNodes() {}
 
 func (l WorkspaceLifecycle) now() time.Time {
 	if l.Now != nil {

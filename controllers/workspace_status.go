@@ -144,7 +144,8 @@ func startingStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatu
 		st.Phase, st.Message = infrav1alpha1.WorkspaceFailed, failure.message
 		return st, failure
 	case pol.node.reason != "":
-		st.Message = pol.node.message
+		// The start's clock restarts once the node is back: the wait was the node's.
+		st.Message, st.StartRequestedAt = pol.node.message, nil
 		if !pol.node.waiting {
 			st.Phase = infrav1alpha1.WorkspaceFailed
 		}

@@ -67,10 +67,10 @@ type Observed struct {
 	Children []*unstructured.Unstructured
 	// Pods are the pods the chart's workloads run; only a PodObserver is shown them.
 	Pods []*unstructured.Unstructured
-	// Nodes are, for a PodObserver, the nodes that say why its pods are not running, by name:
+	// Nodes are, for a NodeObserver, the nodes that say why its pods are not running, by name:
 	// the node of each pod that is not ready (one being deleted too), and, while a pod waits to be scheduled, the
 	// node each claim among the children is bound to (its selected-node annotation). A node
-	// that no longer exists is absent.
+	// that no longer exists is absent. Nil when none was of interest or they could not be read.
 	Nodes map[string]*corev1.Node
 }
 
@@ -120,6 +120,14 @@ type Notice struct {
 // pod changes then reconcile the resource.
 type PodObserver interface {
 	ObservesPods()
+}
+
+// NodeObserver is implemented by PodObservers whose status says what the nodes under their pods
+// say (a lost node, a cordoned one holding the volume): only they are shown Observed.Nodes,
+// read from the API server while a pod is not ready.
+type NodeObserver interface {
+	PodObserver
+	ObservesNodes()
 }
 
 // Adopter is implemented by lifecycles that let a custom resource take over a child that the

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -109,8 +111,8 @@ func (r *reconciler) projectStatus(ctx context.Context, s *scope, live []*unstru
 			return 0, err
 		}
 		observed.Pods = pods
-		if observed.Nodes, err = r.nodes(ctx, nodesOfInterest(pods, live)); err != nil {
-			return 0, err
+		if _, ok := r.lifecycle.(NodeObserver); ok {
+			observed.Nodes = r.nodes(ctx, nodesOfInterest(pods, live))
 		}
 	}
 	res, err := statusOf(r.lifecycle, s.obj, observed)
@@ -133,10 +135,12 @@ func (r *reconciler) pods(ctx context.Context, obj *unstructured.Unstructured) (
 }
 
 // nodes reads the named nodes from the API server: they are read only while a pod is not
-// running, so the operator keeps no cache of every node (whose status lists its images).
-func (r *reconciler) nodes(ctx context.Context, names []string) (map[string]*corev1.Node, error) {
+// ready, so the operator keeps no cache of every node (whose status lists its images). A node
+// that cannot be read (an upgrade's RBAC not there yet, the API server busy) makes the whole
+// answer unknown (nil) rather than failing the status: the pod's own reasons still say why.
+func (r *reconciler) nodes(ctx context.Context, names []string) map[string]*corev1.Node {
 	if len(names) == 0 {
-		return nil, nil
+		return nil
 	}
 	out := make(map[string]*corev1.Node, len(names))
 	for _, name := range names {
@@ -146,11 +150,12 @@ func (r *reconciler) nodes(ctx context.Context, names []string) (map[string]*cor
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading node %s: %w", name, err)
+			log.FromContext(ctx).Info("cannot read a node under the resource's pods", "node", name, "error", err.Error())
+			return nil
 		}
 		out[name] = &n
 	}
-	return out, nil
+	return out
 }
 
 // SelectedNodeAnnotation is where the scheduler records the node a claim of a

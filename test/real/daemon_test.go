@@ -215,7 +215,11 @@ func checkDaemonOnLabelledNodes(t *testing.T) {
 
 	// A node that joins with the label gets the pod; one that leaves takes it along.
 	joining := realcluster.WorkerPrefix + strconv.Itoa(len(workers)+1)
-	t.Cleanup(func() { _, _ = clusterCmd("node-remove", joining) })
+	t.Cleanup(func() {
+		if out, err := clusterCmd("node-remove", joining); err != nil {
+			t.Errorf("removing node %s: %v\n%s", joining, err, out)
+		}
+	})
 	start := time.Now()
 	if out, err := clusterCmd("node-add", joining, key+"="+value); err != nil {
 		t.Fatalf("adding node %s: %v\n%s", joining, err, out)

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -62,13 +63,13 @@ func checkTenantNetworks(t *testing.T) {
 	toAlice := closedToBob[:2]
 	expect(t, gateway, probe(t, gateway, toAlice), toAlice, nil)
 
-	withoutPolicies(t, []string{"net-alice", "net-bob-near"}, func() {
-		waitFor(t, time.Minute, "Bob reaching all of them without the policies", func(context.Context) error {
-			return expectErr(near, probe(t, near, closedToBob), closedToBob, nil)
+	withoutPolicies(t, []string{"net-alice", "net-bob-near", "net-bob-far"}, func() {
+		waitFor(t, time.Minute, "Bob reaching all of them from both nodes without the policies", func(context.Context) error {
+			return errors.Join(expectErr(near, probe(t, near, closedToBob), closedToBob, nil), expectErr(far, probe(t, far, closedToBob), closedToBob, nil))
 		})
 	})
 	waitFor(t, time.Minute, "the restored policies closing them again", func(context.Context) error {
-		return expectErr(near, probe(t, near, closedToBob), nil, closedToBob)
+		return errors.Join(expectErr(near, probe(t, near, closedToBob), nil, closedToBob), expectErr(far, probe(t, far, closedToBob), nil, closedToBob))
 	})
 }
 
@@ -253,6 +254,10 @@ func probe(t *testing.T, pod *corev1.Pod, targets []target) map[string]bool {
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		name, state, _ := strings.Cut(line, " ")
 		open[name] = state == "open"
+	}
+	// Every probe must have answered: a missing line is no proof of a closed port.
+	if len(open) != len(targets)+1 {
+		t.Fatalf("from %s: %d answers for %d probes and DNS:\n%s", pod.Name, len(open), len(targets), out)
 	}
 	return open
 }

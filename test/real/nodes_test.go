@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,21 +20,35 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
-// otherWorker is a worker that does not run the operator (whose pod a drain would move, and
-// every test after it would wait for).
+// otherWorker is a worker that runs neither the operator (whose pod a drain would move, and
+// every test after it would wait for) nor, when one can be found, the cluster's one CoreDNS pod
+// (whose loss would cut DNS for the time of the test).
 func otherWorker(t *testing.T) string {
 	t.Helper()
-	busy := map[string]bool{}
+	operator, dns := map[string]bool{}, map[string]bool{}
 	for _, p := range operatorPods(t, context.Background()) {
-		busy[p.Spec.NodeName] = true
+		operator[p.Spec.NodeName] = true
 	}
+	var pods corev1.PodList
+	if err := k8sClient.List(context.Background(), &pods, client.InNamespace("kube-system"), client.MatchingLabels{"k8s-app": "kube-dns"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		dns[p.Spec.NodeName] = true
+	}
+	var fallback string
 	for _, node := range strings.Fields(env["REAL_CLUSTER_NODES"])[1:] {
-		if !busy[node] {
+		switch {
+		case !operator[node] && !dns[node]:
 			return node
+		case !operator[node] && fallback == "":
+			fallback = node
 		}
 	}
-	t.Fatalf("every worker in %q runs the operator", env["REAL_CLUSTER_NODES"])
-	return ""
+	if fallback == "" {
+		t.Fatalf("every worker in %q runs the operator", env["REAL_CLUSTER_NODES"])
+	}
+	return fallback
 }
 
 // checkDrain drains the node under a workspace as a platform team does before maintenance
@@ -44,7 +60,11 @@ func checkDrain(t *testing.T) {
 	ensureNamespace(t, workspaceNS)
 	ide := placedWorkspaces(t, node, [2]string{"drained-ide", "alice"})[0]
 	kubectlExec(t, "drained-ide", "echo kept > ~/mark")
-	t.Cleanup(func() { _, _ = kubectl("uncordon", node) })
+	t.Cleanup(func() {
+		if out, err := kubectl("uncordon", node); err != nil {
+			t.Errorf("uncordoning %s: %v\n%s", node, err, out)
+		}
+	})
 
 	start := time.Now()
 	if out, err := kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=3m"); err != nil {
@@ -80,8 +100,11 @@ func checkLostNode(t *testing.T) {
 	kubectlExec(t, "stranded-ide", "echo kept > ~/mark")
 	restarted := false
 	t.Cleanup(func() {
-		if !restarted {
-			_, _ = clusterCmd("node-start", node)
+		if restarted {
+			return
+		}
+		if out, err := clusterCmd("node-start", node); err != nil {
+			t.Errorf("starting node %s again: %v\n%s", node, err, out)
 		}
 	})
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,10 +130,12 @@ func (l Layout) startHolder(self, node string, mount bool) (int, error) {
 		return 0, err
 	}
 	own, _ := os.Readlink("/proc/self/ns/net")
+	// Ready once unshare has exec'd this program: its namespaces (and the private mount
+	// propagation) are all in place only then, not while the arguments merely name "hold".
 	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", holder))
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", holder))
-		return err == nil && ns != own && strings.Contains(string(cmdline), "hold"), nil
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", holder))
+		return err == nil && ns != own && exe == self, nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s did not make its namespaces: %w", name, err)
@@ -298,8 +301,11 @@ func (l Layout) daemonNamed(self string, cp int, name string) (daemon, bool) {
 // worker; it returns once the node is Ready with its enforcer running.
 func (l Layout) AddNode(ctx context.Context, self, name, labels string) error {
 	n, err := NodeNamed(name)
-	if err != nil || n.Index == 0 {
-		return fmt.Errorf("a node to add must be a worker: %w", err)
+	if err != nil {
+		return err
+	}
+	if n.Index == 0 {
+		return fmt.Errorf("%s is the control-plane node: only a worker can be added", name)
 	}
 	if _, ok := l.running()[holderName(n.Name)]; ok {
 		return fmt.Errorf("node %s runs already", name)
@@ -341,15 +347,19 @@ func (l Layout) AddNode(ctx context.Context, self, name, labels string) error {
 }
 
 // RemoveNode takes a worker out of the cluster for good: its processes and its pods' stopped,
-// its Node deleted, its route, cgroups and files removed.
+// its Node deleted, its fabric port, route, cgroups and files removed.
 func (l Layout) RemoveNode(ctx context.Context, name string) error {
 	n, err := NodeNamed(name)
-	if err != nil || n.Index == 0 {
-		return fmt.Errorf("a node to remove must be a worker: %w", err)
+	if err != nil {
+		return err
+	}
+	if n.Index == 0 {
+		return fmt.Errorf("%s is the control-plane node: only a worker can be removed", name)
 	}
 	running := l.running()
 	if pid, ok := running[n.daemon("kubelet")]; ok {
 		stop(pid, 10*time.Second)
+		delete(running, n.daemon("kubelet"))
 	}
 	for _, pid := range cgroupProcs(n.cgroupRoot()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -365,18 +375,27 @@ func (l Layout) RemoveNode(ctx context.Context, name string) error {
 		}
 		stop(holder, 5*time.Second)
 	}
+	var errs []error
 	if fab, err := l.pid(holderName(fabric)); err == nil {
-		_ = nsRun(fab, false, "ip route del "+n.Subnet())
+		// The port goes with the node's namespace, but the kernel frees that later.
+		errs = append(errs, nsRun(fab, false, fmt.Sprintf("ip link del %s 2>/dev/null || true\nip route del %s 2>/dev/null || true", n.fabricPort(), n.Subnet())))
 	}
 	cs, err := l.clientset()
 	if err != nil {
 		return err
 	}
 	if err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting node %s: %w", n.Name, err)
+		errs = append(errs, fmt.Errorf("deleting node %s: %w", n.Name, err))
 	}
+	errs = append(errs, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(cgroupProcs(n.cgroupRoot())) == 0, nil
+	}))
 	if _, err := removeCgroups(n.cgroupRoot()); err != nil {
-		return err
+		errs = append(errs, err)
 	}
-	return errors.Join(os.RemoveAll(l.statePath(n)), os.RemoveAll(l.nodePath(n)))
+	pids, _ := filepath.Glob(l.Path("pids", "*-"+n.Name))
+	for _, p := range append(pids, l.statePath(n), l.nodePath(n)) {
+		errs = append(errs, os.RemoveAll(p))
+	}
+	return errors.Join(errs...)
 }

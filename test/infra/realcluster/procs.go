@@ -134,7 +134,9 @@ func isZombieProc(pid int) bool {
 // containerd's shims and anything else the node started.
 func inNamespace(holder int) []int {
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", holder))
-	if err != nil {
+	if err != nil || hostNamespace(ns) {
+		// A stale holder PID now used by a process in the host's namespace: its namespace
+		// holds every process of the host, none of them ours.
 		return nil
 	}
 	var pids []int
@@ -149,6 +151,16 @@ func inNamespace(holder int) []int {
 		}
 	}
 	return pids
+}
+
+// hostNamespace tells whether the mount namespace link is this process's or init's.
+func hostNamespace(ns string) bool {
+	for _, p := range []string{"/proc/self/ns/mnt", "/proc/1/ns/mnt"} {
+		if own, err := os.Readlink(p); err == nil && own == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // cgroupHierarchies are the mounted cgroup hierarchies (cgroup v1 here, with the named systemd
