@@ -241,10 +241,16 @@ func labelNode(t *testing.T, node, key string, value *string) {
 	if value != nil {
 		v = strconv.Quote(*value)
 	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v)
+	patchNode(t, node, fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v))
+}
+
+// patchNode applies a merge patch to the node, failing the test (not stopping it) when it is
+// refused.
+func patchNode(t *testing.T, node, patch string) {
+	t.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
 	if err := k8sClient.Patch(context.Background(), n, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		t.Errorf("labelling %s %s=%v: %v", node, key, v, err)
+		t.Errorf("patching node %s with %s: %v", node, patch, err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -130,11 +131,7 @@ func runningIDE(t *testing.T, ws *infrav1alpha1.Workspace) *corev1.Pod {
 func cordonAllBut(t *testing.T, keep string) func() {
 	t.Helper()
 	set := func(node string, unschedulable bool) {
-		patch := []byte(`{"spec":{"unschedulable":` + strconv.FormatBool(unschedulable) + `}}`)
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-		if err := k8sClient.Patch(context.Background(), n, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-			t.Errorf("cordon %s=%v: %v", node, unschedulable, err)
-		}
+		patchNode(t, node, `{"spec":{"unschedulable":`+strconv.FormatBool(unschedulable)+`}}`)
 	}
 	var cordoned []string
 	for _, node := range strings.Fields(env["REAL_CLUSTER_NODES"]) {
@@ -335,7 +332,7 @@ func withoutPolicies(t *testing.T, names []string, fn func()) {
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: name}, ws); err != nil {
 				return err
 			}
-			if c := findCondition(ws.Status.Conditions, infrav1alpha1.ReasonPaused); c == nil {
+			if c := meta.FindStatusCondition(ws.Status.Conditions, infrav1alpha1.ConditionReady); c == nil || c.Reason != infrav1alpha1.ReasonPaused {
 				return fmt.Errorf("%s: conditions %v", name, ws.Status.Conditions)
 			}
 		}
@@ -357,14 +354,4 @@ func withoutPolicies(t *testing.T, names []string, fn func()) {
 		}
 		return nil
 	})
-}
-
-// findCondition is the condition whose reason is reason, if any.
-func findCondition(conditions []metav1.Condition, reason string) *metav1.Condition {
-	for i := range conditions {
-		if conditions[i].Reason == reason {
-			return &conditions[i]
-		}
-	}
-	return nil
 }

@@ -154,12 +154,15 @@ func degradedOnNode(ctx context.Context, ws *infrav1alpha1.Workspace, phase infr
 	return nil
 }
 
-// kubectl runs bin/kubectl on the real cluster.
-func kubectl(args ...string) ([]byte, error) {
+// kubectlCmd is bin/kubectl on the real cluster.
+func kubectlCmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "bin", "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env["KUBECONFIG"])
-	return cmd.CombinedOutput()
+	return cmd
 }
+
+// kubectl runs bin/kubectl on the real cluster.
+func kubectl(args ...string) ([]byte, error) { return kubectlCmd(args...).CombinedOutput() }
 
 // clusterCmd runs bin/realcluster (make test-real builds it) on the cluster's directory.
 func clusterCmd(args ...string) ([]byte, error) {

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
-	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // vmBootTimeout bounds a boot of the default disk in software emulation on a busy 2-core node.
@@ -259,9 +258,7 @@ func vmSSH(t *testing.T, vm *infrav1alpha1.VirtualMachine, key, command string) 
 // container, with its kernel's TCP table: what a failure of the idle checks is read against.
 func launcherActivity(vm *infrav1alpha1.VirtualMachine) string {
 	script := `printf 'GET /activity HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n' "$(cat /cloud-init/activity-token)" | vm-launcher activity; echo; cat /proc/net/tcp`
-	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "bin", "kubectl"), "exec", "-n", vm.Namespace, vm.Name+"-launcher", "-c", "launcher", "--", "sh", "-c", script)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env["KUBECONFIG"])
-	out, err := cmd.CombinedOutput()
+	out, err := kubectlCmd("exec", "-n", vm.Namespace, vm.Name+"-launcher", "-c", "launcher", "--", "sh", "-c", script).CombinedOutput()
 	return fmt.Sprintf("%s(%v)", out, err)
 }
 

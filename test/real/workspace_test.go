@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -172,9 +171,7 @@ func kubectlExec(t *testing.T, name, script string) string {
 // execIn runs script with shell in the container of target (kubectl's TYPE/NAME) in ns.
 func execIn(t *testing.T, ns, target, container, shell, script string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.RepoRoot(), "bin", "kubectl"), "exec", "-n", ns, target, "-c", container, "--", shell, "-c", script)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env["KUBECONFIG"])
-	out, err := cmd.Output()
+	out, err := kubectlCmd("exec", "-n", ns, target, "-c", container, "--", shell, "-c", script).Output()
 	if err != nil {
 		t.Fatalf("kubectl exec %q: %v (%s)", script, err, out)
 	}

@@ -146,16 +146,21 @@ func (l Layout) holders() []string {
 	return names
 }
 
-// healthy tells whether a cluster runs here: every daemon alive and the API server ready.
-func (l Layout) healthy(ctx context.Context) bool {
-	running := l.running()
+// processNames are the names of the holders and of every daemon Up starts, in order.
+func (l Layout) processNames() []string {
 	names := l.holders()
 	for _, phase := range l.daemons("", 0) {
 		for _, d := range phase {
 			names = append(names, d.name)
 		}
 	}
-	for _, name := range names {
+	return names
+}
+
+// healthy tells whether a cluster runs here: every daemon alive and the API server ready.
+func (l Layout) healthy(ctx context.Context) bool {
+	running := l.running()
+	for _, name := range l.processNames() {
 		if _, ok := running[name]; !ok {
 			return false
 		}

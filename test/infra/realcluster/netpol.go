@@ -30,16 +30,21 @@ func (l Layout) enforcer(n Node) daemon {
 // its first full sync of the policies ran.
 func (l Layout) waitEnforcers(ctx context.Context) error {
 	for _, n := range l.Nodes() {
-		holder, err := l.pid(holderName(n.Name))
-		if err != nil {
-			return err
-		}
-		url := fmt.Sprintf("http://127.0.0.1:%d/healthz", enforcerHealthPort)
-		if err := l.waitHTTP(ctx, holder, url, "the NetworkPolicy enforcer of "+n.Name); err != nil {
+		if err := l.waitEnforcer(ctx, n); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// waitEnforcer waits until the node's enforcer answers its health check.
+func (l Layout) waitEnforcer(ctx context.Context, n Node) error {
+	holder, err := l.pid(holderName(n.Name))
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", enforcerHealthPort)
+	return l.waitHTTP(ctx, holder, url, "the NetworkPolicy enforcer of "+n.Name)
 }
 
 // Outside serves HTTP on each address (host:port) until ctx ends, answering every request with

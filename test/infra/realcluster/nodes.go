@@ -339,11 +339,7 @@ func (l Layout) AddNode(ctx context.Context, self, name, labels string) error {
 	if err := l.start(phases[2][0]); err != nil {
 		return err
 	}
-	holder, err := l.pid(holderName(n.Name))
-	if err != nil {
-		return err
-	}
-	return l.waitHTTP(ctx, holder, fmt.Sprintf("http://127.0.0.1:%d/healthz", enforcerHealthPort), "the NetworkPolicy enforcer of "+name)
+	return l.waitEnforcer(ctx, n)
 }
 
 // RemoveNode takes a worker out of the cluster for good: its processes and its pods' stopped,

@@ -166,12 +166,7 @@ func existing(paths ...string) []string {
 // Status prints the cluster's processes, alive or not.
 func (l Layout) Status(w io.Writer) error {
 	running := l.running()
-	names := l.holders()
-	for _, phase := range l.daemons("", 0) {
-		for _, d := range phase {
-			names = append(names, d.name)
-		}
-	}
+	names := l.processNames()
 	for _, d := range l.olmDaemons(OLM{}) {
 		names = append(names, d.name)
 	}
