@@ -205,6 +205,16 @@ if [ "$FAILED" -eq 0 ]; then
 		tr -d '\r' | sed -n 's/.*Authentications that can continue: //p' | head -n 1)
 	say "sshd offers: $methods"
 	[ "$methods" = publickey ] || fail "sshd offers more than publickey: $methods"
+	# Host keys: ECDSA and Ed25519 only (an RSA key took 15 s of a first boot to make).
+	hostkeys=$(guest 30 'ls /etc/ssh/ssh_host_*_key | tr "\n" " "')
+	say "host keys: $hostkeys"
+	[ "$hostkeys" = "/etc/ssh/ssh_host_ecdsa_key /etc/ssh/ssh_host_ed25519_key " ] || fail "host keys: $hostkeys, want ECDSA and Ed25519 only"
+	offered=$(timeout 30 ssh -p "$PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
+		-o HostKeyAlgorithms=rsa-sha2-512,rsa-sha2-256 -o ConnectTimeout=10 debian@127.0.0.1 true 2>&1 | tr -d '\r' | head -n 1)
+	case $offered in
+	*"no matching host key type"*) say "sshd offers no RSA host key" ;;
+	*) fail "asked for an RSA host key: $offered" ;;
+	esac
 fi
 
 TERM_AT=$(date +%s)

@@ -142,3 +142,19 @@ func (l *userLimits) tracked() int {
 	defer l.mu.Unlock()
 	return len(l.users)
 }
+
+// TestACallersDeadlineGetsTheServersAnswer: a create-and-wait whose caller's deadline comes
+// first gets the server's DeadlineExceeded, saying what it waited on, not only its own
+// "context deadline exceeded": the server answers while the caller still listens.
+func TestACallersDeadlineGetsTheServersAnswer(t *testing.T) {
+	a := startTestAPI(t, []client.Object{alicesIDE()})
+	api := workspacev1.NewWorkspaceServiceClient(a.client(t))
+	for _, timeout := range []time.Duration{time.Second, 3 * time.Second} {
+		ctx, cancel := context.WithTimeout(as(context.Background(), "a-token"), timeout)
+		_, err := api.Start(ctx, &workspacev1.StartWorkspaceRequest{Ref: &workspacev1.WorkspaceRef{Name: "ide"}, Wait: true})
+		cancel()
+		if msg := status.Convert(err).Message(); status.Code(err) != codes.DeadlineExceeded || !strings.Contains(msg, "was not running before the deadline; it was") {
+			t.Errorf("a wait with a %s deadline: %v; want the server's DeadlineExceeded saying what it waited on", timeout, err)
+		}
+	}
+}

@@ -337,7 +337,7 @@ func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.W
 // server's maximum. With cleanup, a workspace that fails or runs out of time is deleted, so a
 // failed create leaves nothing behind.
 func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, uid types.UID, poke <-chan struct{}, cleanup bool) (*infrav1alpha1.Workspace, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.MaxWait)
+	ctx, cancel := context.WithDeadline(ctx, answerBy(ctx, time.Now().Add(w.cfg.MaxWait)))
 	defer cancel()
 	waitedOn := "it was not created"
 	for {
@@ -362,6 +362,24 @@ func (w *workspaces) waitRunning(ctx context.Context, key types.NamespacedName, 
 			return nil, status.Errorf(codes.DeadlineExceeded, "workspace %s was not running before the deadline; %s", key.Name, waitedOn)
 		}
 	}
+}
+
+// answerMargin is how long before the caller's deadline a wait gives up, so that its answer
+// (what it waited on) reaches the caller before the caller's own "context deadline exceeded".
+const answerMargin = time.Second
+
+// answerBy is when a wait that may last until limit answers: limit, or answerMargin before the
+// caller's deadline (a quarter of the time left, for a deadline that close).
+func answerBy(ctx context.Context, limit time.Time) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return limit
+	}
+	deadline = deadline.Add(-min(answerMargin, time.Until(deadline)/4))
+	if deadline.Before(limit) {
+		return deadline
+	}
+	return limit
 }
 
 // orUnknown is a phase the operator has not written yet, said so.

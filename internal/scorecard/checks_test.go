@@ -72,15 +72,38 @@ func TestUnfilledStatusNamesEmptyFields(t *testing.T) {
 	}
 }
 
-func TestExamplesAreRenamedPerTest(t *testing.T) {
+func TestExamplesAreRenamedPerRun(t *testing.T) {
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	csv.SetAnnotations(map[string]string{"alm-examples": `[{"apiVersion":"infra.cloudspace.dev/v1alpha1","kind":"GenericDaemon","metadata":{"name":"syslog"},"spec":{"image":"x"}}]`})
-	if _, err := Examples(csv, "alm-examples-ready"); err == nil || !strings.Contains(err.Error(), "no kind the CSV owns") {
+	if _, err := Examples(csv, "ready"); err == nil || !strings.Contains(err.Error(), "no kind the CSV owns") {
 		t.Errorf("an example of a kind the CSV does not own: %v", err)
 	}
 	csv.Spec.CustomResourceDefinitions.Owned = []operatorsv1alpha1.CRDDescription{{Kind: "GenericDaemon", Version: "v1alpha1"}}
-	exs, err := Examples(csv, "alm-examples-leave-no-orphans")
+	exs, err := Examples(csv, "orphans")
 	if err != nil || len(exs) != 1 || exs[0].Object.GetName() != "syslog-orphans" {
 		t.Fatalf("examples = %+v, %v", exs, err)
+	}
+}
+
+func TestARunOfSeveralTestsNamesItsExamplesApart(t *testing.T) {
+	for _, tc := range []struct {
+		tests []string
+		want  string
+	}{
+		{[]string{"alm-examples-ready"}, "ready"},
+		{[]string{"alm-examples-leave-no-orphans"}, "orphans"},
+		{[]string{"alm-examples-ready", "status-descriptors-filled"}, "all"},
+	} {
+		var tests []Test
+		for _, name := range tc.tests {
+			test, ok := Find(name)
+			if !ok {
+				t.Fatalf("no test %s", name)
+			}
+			tests = append(tests, test)
+		}
+		if got := suffix(tests); got != tc.want {
+			t.Errorf("suffix(%v) = %q, want %q", tc.tests, got, tc.want)
+		}
 	}
 }

@@ -16,31 +16,44 @@ import (
 // pollInterval is how often an example is looked at while the tests wait for it.
 const pollInterval = 500 * time.Millisecond
 
-// runExample creates ex, waits until it is Ready, runs the test's checks, deletes it and waits
+// runExample creates ex, waits until it is Ready, runs each test's checks, deletes it and waits
 // until it is gone; children its reclaim policy kept are deleted last, so that a run leaves the
-// namespace as it found it. It returns the problems found.
-func runExample(ctx context.Context, env *Env, test Test, ex Example) []string {
+// namespace as it found it. It returns the problems found, per test: a problem of the run
+// itself (not created, never Ready, not deleted) is every test's.
+func runExample(ctx context.Context, env *Env, tests []Test, ex Example) [][]string {
+	perTest := make([][]string, len(tests))
+	every := func(problems ...string) [][]string {
+		for i := range perTest {
+			perTest[i] = append(perTest[i], problems...)
+		}
+		return perTest
+	}
 	obj := ex.Object.DeepCopy()
 	obj.SetNamespace(env.Namespace)
 	if err := env.Client.Create(ctx, obj); err != nil {
-		return []string{fmt.Sprintf("creating it: %v", err)}
+		return every(fmt.Sprintf("creating it: %v", err))
 	}
 	env.Log("%s %s/%s: created", obj.GetKind(), obj.GetNamespace(), obj.GetName())
 	live, problems := waitReady(ctx, env, obj)
-	if len(problems) == 0 && test.Check != nil {
-		problems = append(problems, test.Check(ex, live)...)
+	every(problems...)
+	for i, t := range tests {
+		if len(problems) == 0 && t.Check != nil {
+			perTest[i] = append(perTest[i], t.Check(ex, live)...)
+		}
 	}
 	children, err := inspect.Inventory(live)
 	if err != nil {
-		problems = append(problems, err.Error())
+		every(err.Error())
 	}
 	if gone := deleteAndWait(ctx, env, live); gone != "" {
-		return append(problems, gone)
+		return every(gone)
 	}
-	if test.Deleted != nil {
-		problems = append(problems, test.Deleted(ctx, env, live, children)...)
+	for i, t := range tests {
+		if t.Deleted != nil {
+			perTest[i] = append(perTest[i], t.Deleted(ctx, env, live, children)...)
+		}
 	}
-	return append(problems, deleteReleased(ctx, env, live, children)...)
+	return every(deleteReleased(ctx, env, live, children)...)
 }
 
 // waitReady waits until obj reports Ready=True for its generation, and returns it as last seen.

@@ -34,9 +34,9 @@ type Env struct {
 	Log func(format string, args ...any)
 }
 
-// Test is one custom test. Every test creates each example and waits until it is Ready, then
-// deletes it and waits until it is gone; Check looks at the Ready example, and Deleted at what
-// is left of it (its children, from its inventory); each returns the problems it found.
+// Test is one custom test. A run creates each example and waits until it is Ready, then deletes
+// it and waits until it is gone; a test's Check looks at the Ready example, and its Deleted at
+// what is left of it (its children, from its inventory); each returns the problems it found.
 type Test struct {
 	Name        string
 	Description string
@@ -72,27 +72,44 @@ func Find(name string) (Test, bool) {
 	return Test{}, false
 }
 
-// Run runs test on every alm-example and reports it as scorecard does.
-func Run(ctx context.Context, env *Env, test Test) scapiv1alpha3.TestStatus {
+// Run runs tests on every alm-example and reports one result per test, as scorecard does.
+// Each example is created, made Ready and deleted once for all of them: in software emulation
+// a VM's boot is most of a run, and the tests differ only in what they look at.
+func Run(ctx context.Context, env *Env, tests ...Test) scapiv1alpha3.TestStatus {
 	var logs strings.Builder
 	env.Log = func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) }
-	result := scapiv1alpha3.TestResult{Name: test.Name, State: scapiv1alpha3.PassState}
-	examples, err := Examples(env.CSV, test.Name)
-	if err != nil {
-		result.State, result.Errors = scapiv1alpha3.ErrorState, []string{err.Error()}
-		return scapiv1alpha3.TestStatus{Results: []scapiv1alpha3.TestResult{result}}
+	results := make([]scapiv1alpha3.TestResult, len(tests))
+	for i, t := range tests {
+		results[i] = scapiv1alpha3.TestResult{Name: t.Name, State: scapiv1alpha3.PassState}
 	}
+	examples, err := Examples(env.CSV, suffix(tests))
 	for _, ex := range examples {
-		for _, problem := range runExample(ctx, env, test, ex) {
-			result.Errors = append(result.Errors, fmt.Sprintf("%s %s: %s", ex.Object.GetKind(), ex.Object.GetName(), problem))
+		for i, problems := range runExample(ctx, env, tests, ex) {
+			for _, problem := range problems {
+				results[i].Errors = append(results[i].Errors, fmt.Sprintf("%s %s: %s", ex.Object.GetKind(), ex.Object.GetName(), problem))
+			}
 		}
 	}
-	if len(result.Errors) > 0 {
-		result.State = scapiv1alpha3.FailState
-		result.Suggestions = []string{"look at the resource's conditions and events (kubectl describe), and at the operator's log"}
+	for i := range results {
+		switch {
+		case err != nil:
+			results[i].State, results[i].Errors = scapiv1alpha3.ErrorState, []string{err.Error()}
+		case len(results[i].Errors) > 0:
+			results[i].State = scapiv1alpha3.FailState
+			results[i].Suggestions = []string{"look at the resource's conditions and events (kubectl describe), and at the operator's log"}
+		}
+		results[i].Log = logs.String()
 	}
-	result.Log = logs.String()
-	return scapiv1alpha3.TestStatus{Results: []scapiv1alpha3.TestResult{result}}
+	return scapiv1alpha3.TestStatus{Results: results}
+}
+
+// suffix names a run's examples apart from those of runs in parallel in one namespace: a
+// test's last word, or "all" for a run of several.
+func suffix(tests []Test) string {
+	if len(tests) != 1 {
+		return "all"
+	}
+	return tests[0].Name[strings.LastIndex(tests[0].Name, "-")+1:]
 }
 
 // Example is one alm-example, named for the test that creates it, with its kind's description.
@@ -101,14 +118,13 @@ type Example struct {
 	Description operatorsv1alpha1.CRDDescription
 }
 
-// Examples parses the CSV's alm-examples. Each is renamed "<name>-<suffix>" (the test's last
-// word), so that tests run in parallel in one namespace never share a resource.
-func Examples(csv *operatorsv1alpha1.ClusterServiceVersion, testName string) ([]Example, error) {
+// Examples parses the CSV's alm-examples. Each is renamed "<name>-<suffix>", so that runs in
+// parallel in one namespace never share a resource.
+func Examples(csv *operatorsv1alpha1.ClusterServiceVersion, suffix string) ([]Example, error) {
 	var objs []map[string]any
 	if err := json.Unmarshal([]byte(csv.GetAnnotations()["alm-examples"]), &objs); err != nil {
 		return nil, fmt.Errorf("reading the CSV's alm-examples: %w", err)
 	}
-	suffix := testName[strings.LastIndex(testName, "-")+1:]
 	var out []Example
 	for _, o := range objs {
 		obj := &unstructured.Unstructured{Object: o}

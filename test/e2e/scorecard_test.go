@@ -20,10 +20,11 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
-// runScorecardTests runs every custom scorecard test at once, as scorecard's parallel stage
-// does, with the scorecard-tests binary as a local process on the bundle in bundle/, in a new
-// namespace; it returns each test's result by name.
-func runScorecardTests(t *testing.T, timeout time.Duration) map[string]scapiv1alpha3.TestResult {
+// runScorecardTests runs the custom scorecard tests with the scorecard-tests binary as a local
+// process on the bundle in bundle/, in a new namespace: one process per group, the groups at
+// once, as scorecard's stages run them. It returns every result, each checked to be of the
+// test its group named in that place.
+func runScorecardTests(t *testing.T, timeout time.Duration, groups ...[]string) []scapiv1alpha3.TestResult {
 	t.Helper()
 	binary := os.Getenv("E2E_SCORECARD_TESTS")
 	if binary == "" {
@@ -35,13 +36,14 @@ func runScorecardTests(t *testing.T, timeout time.Duration) map[string]scapiv1al
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ns) })
-	results := map[string]scapiv1alpha3.TestResult{}
+	var results []scapiv1alpha3.TestResult
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, test := range scorecard.Tests {
+	for _, names := range groups {
 		wg.Go(func() {
-			cmd := exec.Command(binary, "-bundle", filepath.Join(framework.RepoRoot(), "bundle"),
-				"-namespace", ns.Name, "-timeout", timeout.String(), test.Name)
+			args := append([]string{"-bundle", filepath.Join(framework.RepoRoot(), "bundle"),
+				"-namespace", ns.Name, "-timeout", timeout.String()}, names...)
+			cmd := exec.Command(binary, args...)
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
 			cmd.Stderr = os.Stderr
 			out, err := cmd.Output()
@@ -51,30 +53,51 @@ func runScorecardTests(t *testing.T, timeout time.Duration) map[string]scapiv1al
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil || len(status.Results) != 1 {
-				t.Errorf("%s: %v; output:\n%s", test.Name, err, out)
+			if err != nil || len(status.Results) != len(names) {
+				t.Errorf("%v: %v; output:\n%s", names, err, out)
 				return
 			}
-			results[test.Name] = status.Results[0]
+			for i, name := range names {
+				if status.Results[i].Name != name {
+					t.Errorf("result %d of %v is %s", i, names, status.Results[i].Name)
+				}
+			}
+			results = append(results, status.Results...)
 		})
 	}
 	wg.Wait()
 	return results
 }
 
-// TestScorecardCustomTestsPass: the operator's own scorecard tests pass against the running
-// operator: every alm-example becomes Ready, fills in its status and leaves nothing behind.
+// testNames are the custom tests' names: all in one group, and each in a group of its own.
+func testNames() (all []string, each [][]string) {
+	for _, test := range scorecard.Tests {
+		all = append(all, test.Name)
+		each = append(each, []string{test.Name})
+	}
+	return all, each
+}
+
+// TestScorecardCustomTestsPass: the operator's own scorecard tests, run together as the
+// bundle's scorecard configuration runs them, pass against the running operator: every
+// alm-example becomes Ready, fills in its status and leaves nothing behind.
 func TestScorecardCustomTestsPass(t *testing.T) {
-	for name, r := range runScorecardTests(t, 2*time.Minute) {
-		t.Logf("%s: %s\n%s", name, r.State, r.Log)
+	all, _ := testNames()
+	results := runScorecardTests(t, 2*time.Minute, all)
+	for _, r := range results {
+		t.Logf("%s: %s\n%s", r.Name, r.State, r.Log)
 		if r.State != scapiv1alpha3.PassState {
-			t.Errorf("%s: %s: %v\n%s", name, r.State, r.Errors, r.Log)
+			t.Errorf("%s: %s: %v\n%s", r.Name, r.State, r.Errors, r.Log)
 		}
+	}
+	if len(results) != len(all) {
+		t.Errorf("%d results, want %d", len(results), len(all))
 	}
 }
 
 // TestScorecardCustomTestsFailOnABrokenKind: with GenericDaemon served from a chart that does
-// not render, every custom test fails, and says which examples and why.
+// not render, every custom test fails, and says which examples and why, run alone or with the
+// others (both at once: each run names its examples apart).
 func TestScorecardCustomTestsFailOnABrokenKind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -88,17 +111,20 @@ func TestScorecardCustomTestsFailOnABrokenKind(t *testing.T) {
 			t.Errorf("restarting the operator with its own watches: %v", err)
 		}
 	})
-	results := runScorecardTests(t, 15*time.Second)
-	for _, test := range scorecard.Tests {
-		r := results[test.Name]
+	all, each := testNames()
+	results := runScorecardTests(t, 15*time.Second, append(each, all)...)
+	for _, r := range results {
 		errs := strings.Join(r.Errors, "\n")
 		if r.State != scapiv1alpha3.FailState || !strings.Contains(errs, "GenericDaemon workspace-image-prepuller-") ||
 			!strings.Contains(errs, "RenderFailed") || !strings.Contains(errs, "broken on purpose") {
-			t.Errorf("%s: %s, errors:\n%s\nwant fail naming the GenericDaemons and RenderFailed", test.Name, r.State, errs)
+			t.Errorf("%s: %s, errors:\n%s\nwant fail naming the GenericDaemons and RenderFailed", r.Name, r.State, errs)
 		}
 		if strings.Contains(errs, "Workspace") || strings.Contains(errs, "VirtualMachine") {
-			t.Errorf("%s: the kinds that work failed too:\n%s", test.Name, errs)
+			t.Errorf("%s: the kinds that work failed too:\n%s", r.Name, errs)
 		}
+	}
+	if len(results) != 2*len(all) {
+		t.Errorf("%d results, want %d", len(results), 2*len(all))
 	}
 }
 

@@ -42,31 +42,57 @@ func TestOperatorSDKInstall(t *testing.T) {
 	// What an interrupted run left is removed first, as it is at the end.
 	realInstall(t, "uninstall")
 	t.Cleanup(func() { realInstall(t, "uninstall") })
+	// The node checks lose and drain this worker: it runs neither CoreDNS nor, cordoned during
+	// the install, the operator and operator-sdk's registry pod. The suite's VM runs there.
+	node := otherWorker(t)
+	uncordon := cordon(t, node)
 	realInstall(t, "install")
 	csv := waitCSV(t, bundle.CSVName(version()))
 	pod := operatorPod(t, ref(t, images.OperatorRepo+":v"+version()))
+	uncordon()
 	t.Logf("installed %s; operator pod %s on %s", csv.Name, pod.Name, pod.Spec.NodeName)
+	vm := createRealVM(t, node)
 
 	t.Run("metrics answer through their Service, to an authorized token only", func(t *testing.T) { checkMetrics(t) })
 	t.Run("health answers on the pod", func(t *testing.T) { checkHealth(t, pod) })
 	t.Run("admission webhooks answer through their Service", checkWebhooks)
 	t.Run("the gRPC API answers through its Service", func(t *testing.T) { checkGRPC(t, api) })
-	t.Run("tenants' networks are enforced: from Alice's node and another, Bob reaches none of her IDE, the API server, the workspace API, the metadata address; DNS and the outside are open; her gateway reaches her IDE", checkTenantNetworks)
-	t.Run("the workspace API's NetworkPolicy admits only namespaces labelled for it", checkAPIPolicy)
-	t.Run("a GenericDaemon's pods run on the node", checkGenericDaemon)
+	// Most of what follows waits: for a guest's boots in software emulation, for idle
+	// timeouts, for failed starts. The lanes run at once, each one's checks one after the
+	// other; no lane drains a node, adds or removes one, replaces the operator, or shares an API
+	// user's quota with another (the idle lane is Carol's).
+	t.Run("lanes", func(t *testing.T) {
+		lane(t, "virtual machines",
+			check{"a VM boots, answers SSH with its user's key, reaches only what its policy allows, runs on while a session is open, stops when idle, boots again with its disk", func(t *testing.T) { checkVirtualMachine(t, vm) }})
+		lane(t, "scorecard", check{"scorecard passes, its tests run in pods", func(t *testing.T) {
+			waitBooted(t, vm)
+			checkScorecard(t)
+		}})
+		lane(t, "idle", check{"an unused IDE is warned of on Watch, then stopped, and starts with its files; one in use runs on", func(t *testing.T) { checkIdleWorkspaces(t, api.as("carol", api.third)) }})
+		lane(t, "tenants and failures",
+			check{"a GenericDaemon's pods run on the node", checkGenericDaemon},
+			check{"a GenericDaemon whose image cannot be pulled says so", checkUnpullableDaemon},
+			check{"a workspace opens in a browser, its files survive a restart", func(t *testing.T) { checkWorkspace(t, api) }},
+			check{"create-and-wait for a workspace whose image cannot be pulled says so within a minute", func(t *testing.T) { checkUnpullableWorkspace(t, api) }},
+			check{"create-and-wait for a workspace no node has room for answers at the deadline with the scheduler's reason", func(t *testing.T) { checkUnplaceableWorkspace(t, api.as("bob", api.other)) }},
+			check{"a crash-looping IDE is Degraded within a minute, then stopped after its failed starts", checkCrashingWorkspace},
+			check{"a non-root pod binds port 22 only with the unprivileged-port sysctl", checkPortSysctl},
+			check{"a VM whose launcher keeps failing is stopped after its failed starts, Degraded with the reason", checkCrashingVM},
+			check{"the workspace API's NetworkPolicy admits only namespaces labelled for it", checkAPIPolicy},
+			check{"tenants' networks are enforced: from Alice's node and another, Bob reaches none of her IDE, her VM's launcher, the API server, the workspace API, the metadata address; DNS and the outside are open; her gateway reaches her IDE and her VM's guest", func(t *testing.T) {
+				waitBooted(t, vm)
+				checkTenantNetworks(t)
+			}})
+	})
+	// The VM boots again meanwhile (after its idle stop).
+	t.Run("run bundle-upgrade writes nothing to what the operator serves", func(t *testing.T) {
+		defer cordon(t, node)() // the new operator's pod stays off the node the next checks lose
+		checkUpgrade(t)
+	})
 	t.Run("a GenericDaemon follows its label from worker to worker", checkDaemonOnLabelledNodes)
-	t.Run("a GenericDaemon whose image cannot be pulled says so", checkUnpullableDaemon)
-	t.Run("a workspace opens in a browser, its files survive a restart", func(t *testing.T) { checkWorkspace(t, api) })
-	t.Run("create-and-wait for a workspace whose image cannot be pulled says so within a minute", func(t *testing.T) { checkUnpullableWorkspace(t, api) })
-	t.Run("a crash-looping IDE is Degraded within a minute, then stopped after its failed starts", checkCrashingWorkspace)
-	t.Run("an unused IDE is warned of on Watch, then stopped, and starts with its files; one in use runs on", func(t *testing.T) { checkIdleWorkspaces(t, api) })
-	t.Run("a non-root pod binds port 22 only with the unprivileged-port sysctl", checkPortSysctl)
-	t.Run("a VM boots, answers SSH with its user's key, runs on while a session is open, stops when idle, boots again with its disk, halts", checkVirtualMachine)
-	t.Run("a VM whose launcher keeps failing is stopped after its failed starts, Degraded with the reason", checkCrashingVM)
-	t.Run("scorecard passes, its tests run in pods", checkScorecard)
-	t.Run("run bundle-upgrade writes nothing to what the operator serves", checkUpgrade)
-	t.Run("a drained node's workspace waits for it, saying so, and runs there again with its files", checkDrain)
-	t.Run("a lost node's workspace is Failed naming it within about a minute, new ones land elsewhere, and it runs on when the node is back", checkLostNode)
+	t.Run("a VM stopped for being idle boots again with its disk", func(t *testing.T) { checkVMRestarted(t, vm) })
+	t.Run("a lost node's workspace and VM are Failed naming it within about a minute, new ones land elsewhere, and they run on when the node is back", func(t *testing.T) { checkLostNode(t, node, vm) })
+	t.Run("a drained node's VM powers off cleanly and its workspace waits for it, both saying so; the workspace runs there again with its files", func(t *testing.T) { checkDrain(t, node, vm) })
 	t.Run("operator-sdk cleanup leaves no operator pod", func(t *testing.T) {
 		realInstall(t, "uninstall")
 		waitFor(t, 2*time.Minute, "the operator's pods to be gone", func(ctx context.Context) error {
@@ -83,9 +109,42 @@ func TestOperatorSDKInstall(t *testing.T) {
 // certificate.
 type apiAccess struct {
 	user, token string
-	// other is another user's token.
-	other string
-	ca    string
+	// other is another user's token (Bob's), third a third's (Carol's).
+	other, third string
+	ca           string
+}
+
+// as is the same access as another user.
+func (a apiAccess) as(user, token string) apiAccess {
+	a.user, a.token = user, token
+	return a
+}
+
+// waitBooted waits until the suite's VM lane has booted its guest (or given up on it).
+func waitBooted(t *testing.T, vm *realVM) {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-vm.booted:
+	case <-time.After(vmBootTimeout + time.Minute): // the VM lane did not run (go test -run)
+	}
+	t.Logf("waited %s for the VM lane's first boot", time.Since(start).Round(time.Second))
+}
+
+// check is a subtest: its name and what it runs.
+type check struct {
+	name string
+	run  func(*testing.T)
+}
+
+// lane runs checks one after the other, at once with its parent's other lanes.
+func lane(t *testing.T, name string, checks ...check) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		for _, c := range checks {
+			t.Run(c.name, c.run)
+		}
+	})
 }
 
 // grpcService is the API's Service; its certificate names it.
@@ -102,12 +161,12 @@ func prepareOperatorNamespace(t *testing.T) apiAccess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := apiAccess{user: "alice", token: randomToken(t), other: randomToken(t), ca: tls.CA}
+	api := apiAccess{user: "alice", token: randomToken(t), other: randomToken(t), third: randomToken(t), ca: tls.CA}
 	cert, _ := os.ReadFile(tls.Cert)
 	key, _ := os.ReadFile(tls.Key)
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "cloudspace-api-tokens", Namespace: operatorNS},
-			StringData: map[string]string{api.user: api.token, "bob": api.other}},
+			StringData: map[string]string{api.user: api.token, "bob": api.other, "carol": api.third}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "cloudspace-api-tls", Namespace: operatorNS}, Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key}},
 	} {

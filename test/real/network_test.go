@@ -32,12 +32,13 @@ import (
 // target is an address a probe tries to open a TCP connection to.
 type target struct{ name, host string }
 
-// checkTenantNetworks proves the workspaces' NetworkPolicies on a cluster that enforces them:
-// from Bob's IDEs, one on Alice's node and one on another, Alice's IDE (pod and Service), the
-// API server, the workspace API and the metadata address are closed, while DNS and an address
-// outside the cluster are open; Alice's gateway pod reaches her IDE. Then, with both
-// workspaces paused and their policies deleted, the same probes open what was closed (each
-// check can fail), and once the operator restores the policies they close again.
+// checkTenantNetworks proves the workspaces' and VMs' NetworkPolicies on a cluster that
+// enforces them: from Bob's IDEs, one on Alice's node and one on another, Alice's IDE (pod and
+// Service), her VM's activity port, the API server, the workspace API and the metadata address
+// are closed, while DNS, an address outside the cluster and her VM's guest port are open;
+// Alice's gateway pod reaches her IDE. Then, with the workspaces and the VM paused and their
+// policies deleted, the same probes open what was closed (each check can fail), and once the
+// operator restores the policies they close again.
 func checkTenantNetworks(t *testing.T) {
 	nodes := strings.Fields(env["REAL_CLUSTER_NODES"])
 	if len(nodes) < 3 {
@@ -48,30 +49,81 @@ func checkTenantNetworks(t *testing.T) {
 	alice, near := first[0], first[1]
 	far := placedWorkspaces(t, nodes[2], [2]string{"net-bob-far", "bob"})[0]
 	gateway := gatewayPod(t, nodes[2])
+	aliceVM := tenantLauncher(t, "net-alice-vm")
 
+	vmSSH := target{"alice-vm-ssh", net.JoinHostPort(aliceVM.Status.PodIP, "22")}
+	vmActivity := target{"alice-vm-activity", net.JoinHostPort(aliceVM.Status.PodIP, vmActivityPort)}
 	closedToBob := []target{
 		{"alice-pod", net.JoinHostPort(alice.Status.PodIP, "8080")},
 		{"alice-service", serviceAddr(t, workspaceNS, "net-alice")},
 		{"api-server", net.JoinHostPort(realcluster.APIServiceIP, "443")},
 		{"workspace-api", serviceAddr(t, operatorNS, grpcService)},
 		{"metadata", net.JoinHostPort(realcluster.MetadataIP, "80")},
+		vmSSH, vmActivity,
 	}
 	openToBob := []target{{"outside", net.JoinHostPort(realcluster.OutsideIP, "80")}}
 	for _, from := range []*corev1.Pod{near, far} {
 		probes := probe(t, from, append(closedToBob, openToBob...))
 		expect(t, from, probes, openToBob, closedToBob)
 	}
-	toAlice := closedToBob[:2]
-	expect(t, gateway, probe(t, gateway, toAlice), toAlice, nil)
+	// The gateway has no egress policy: what it reaches is up to the targets' own policies. A
+	// VM's guest ports are open to all, as a Service's are (its SSH asks for her key); the
+	// launcher's activity port is the operator's alone.
+	toAlice := append(closedToBob[:2:2], vmSSH)
+	fromGateway := append(toAlice, vmActivity)
+	expect(t, gateway, probe(t, gateway, fromGateway), toAlice, []target{vmActivity})
 
-	withoutPolicies(t, []string{"net-alice", "net-bob-near", "net-bob-far"}, func() {
-		waitFor(t, time.Minute, "Bob reaching all of them from both nodes without the policies", func(context.Context) error {
-			return errors.Join(expectErr(near, probe(t, near, closedToBob), closedToBob, nil), expectErr(far, probe(t, far, closedToBob), closedToBob, nil))
+	owners := []client.Object{&infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "net-alice-vm"}}}
+	policies := []client.ObjectKey{{Namespace: workspaceNS, Name: "net-alice-vm-activity"}}
+	for _, name := range []string{"net-alice", "net-bob-near", "net-bob-far"} {
+		owners = append(owners, &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name}})
+		policies = append(policies, client.ObjectKey{Namespace: workspaceNS, Name: name})
+	}
+	withoutPolicies(t, owners, policies, func() {
+		waitFor(t, time.Minute, "Bob reaching all of them from both nodes, the gateway the activity port, without the policies", func(context.Context) error {
+			return errors.Join(expectErr(near, probe(t, near, closedToBob), closedToBob, nil), expectErr(far, probe(t, far, closedToBob), closedToBob, nil),
+				expectErr(gateway, probe(t, gateway, fromGateway), fromGateway, nil))
 		})
 	})
 	waitFor(t, time.Minute, "the restored policies closing them again", func(context.Context) error {
-		return errors.Join(expectErr(near, probe(t, near, closedToBob), nil, closedToBob), expectErr(far, probe(t, far, closedToBob), nil, closedToBob))
+		return errors.Join(expectErr(near, probe(t, near, closedToBob), nil, closedToBob), expectErr(far, probe(t, far, closedToBob), nil, closedToBob),
+			expectErr(gateway, probe(t, gateway, fromGateway), toAlice, []target{vmActivity}))
 	})
+}
+
+// vmActivityPort is the port a VM's launcher serves its activity on (controllers: 9922 when
+// no guest port takes it).
+const vmActivityPort = "9922"
+
+// tenantLauncher creates a VM in the workspaces' namespace whose guest need not boot: its
+// launcher listens on the activity port, and QEMU on the guest's SSH port, as soon as they
+// start. It returns the launcher pod once the guest's port accepts connections from the
+// control-plane node (the activity port is the operator's alone: the node is refused).
+func tenantLauncher(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name},
+		Spec: infrav1alpha1.VirtualMachineSpec{Memory: ptr.To(resource.MustParse("512Mi")),
+			Disk:        infrav1alpha1.VMDisk{Size: ptr.To(resource.MustParse("1Gi"))},
+			IdleTimeout: &metav1.Duration{Duration: 10 * time.Minute}}}
+	if err := k8sClient.Create(context.Background(), vm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), vm) })
+	pod := &corev1.Pod{}
+	waitFor(t, 2*time.Minute, "VM "+name+"'s launcher listening", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: name + "-launcher"}, pod); err != nil {
+			return err
+		}
+		if pod.Status.PodIP == "" || pod.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s, phase %s", pod.Status.PodIP, pod.Status.Phase)
+		}
+		conn, err := node.DialContext(ctx, "tcp", net.JoinHostPort(pod.Status.PodIP, "22"))
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	})
+	return pod
 }
 
 // placedWorkspaces creates small workspaces (name and owner each) whose pods run on node (the
@@ -130,21 +182,30 @@ func runningIDE(t *testing.T, ws *infrav1alpha1.Workspace) *corev1.Pod {
 // runs at the test's end in any case).
 func cordonAllBut(t *testing.T, keep string) func() {
 	t.Helper()
+	var others []string
+	for _, node := range strings.Fields(env["REAL_CLUSTER_NODES"]) {
+		if node != keep {
+			others = append(others, node)
+		}
+	}
+	return cordon(t, others...)
+}
+
+// cordon marks the nodes unschedulable; the returned function undoes it (and runs at the
+// test's end in any case).
+func cordon(t *testing.T, nodes ...string) func() {
+	t.Helper()
 	set := func(node string, unschedulable bool) {
 		patchNode(t, node, `{"spec":{"unschedulable":`+strconv.FormatBool(unschedulable)+`}}`)
 	}
-	var cordoned []string
-	for _, node := range strings.Fields(env["REAL_CLUSTER_NODES"]) {
-		if node != keep {
-			set(node, true)
-			cordoned = append(cordoned, node)
-		}
+	for _, node := range nodes {
+		set(node, true)
 	}
 	done := false
 	undo := func() {
 		if !done {
 			done = true
-			for _, node := range cordoned {
+			for _, node := range nodes {
 				set(node, false)
 			}
 		}
@@ -239,14 +300,28 @@ func checkAPIPolicy(t *testing.T) {
 // kubernetes Service ("dns"); it returns which were open.
 func probe(t *testing.T, pod *corev1.Pod, targets []target) map[string]bool {
 	t.Helper()
+	script := probeScript(targets, 3, "getent hosts kubernetes.default.svc.cluster.local >/dev/null")
+	out := execIn(t, pod.Namespace, "pod/"+pod.Name, pod.Spec.Containers[0].Name, "bash", script)
+	return probeAnswers(t, pod.Name, targets, out)
+}
+
+// probeScript is the bash script of a probe: a line "NAME open" or "NAME closed" per target,
+// each connection given seconds, and for DNS, whether dns (a command) succeeds within twice
+// that.
+func probeScript(targets []target, seconds int, dns string) string {
 	var b strings.Builder
-	b.WriteString(`p() { if timeout 3 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; then echo "$1 open"; else echo "$1 closed"; fi; }` + "\n")
+	fmt.Fprintf(&b, `p() { if timeout %d bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; then echo "$1 open"; else echo "$1 closed"; fi; }`+"\n", seconds)
 	for _, tg := range targets {
 		host, port, _ := net.SplitHostPort(tg.host)
 		fmt.Fprintf(&b, "p %s %s %s &\n", tg.name, host, port)
 	}
-	b.WriteString("if timeout 6 getent hosts kubernetes.default.svc.cluster.local >/dev/null; then echo 'dns open'; else echo 'dns closed'; fi &\nwait\n")
-	out := execIn(t, pod.Namespace, "pod/"+pod.Name, pod.Spec.Containers[0].Name, "bash", b.String())
+	fmt.Fprintf(&b, "if timeout %d %s; then echo 'dns open'; else echo 'dns closed'; fi &\nwait\n", 2*seconds, dns)
+	return b.String()
+}
+
+// probeAnswers reads a probe's output from where.
+func probeAnswers(t *testing.T, where string, targets []target, out string) map[string]bool {
+	t.Helper()
 	open := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		name, state, _ := strings.Cut(line, " ")
@@ -254,7 +329,7 @@ func probe(t *testing.T, pod *corev1.Pod, targets []target) map[string]bool {
 	}
 	// Every probe must have answered: a missing line is no proof of a closed port.
 	if len(open) != len(targets)+1 {
-		t.Fatalf("from %s: %d answers for %d probes and DNS:\n%s", pod.Name, len(open), len(targets), out)
+		t.Fatalf("from %s: %d answers for %d probes and DNS:\n%s", where, len(open), len(targets), out)
 	}
 	return open
 }
@@ -300,19 +375,18 @@ func summary(got map[string]bool) string {
 	return strings.Join(parts, " ")
 }
 
-// withoutPolicies pauses the workspaces, deletes their NetworkPolicies, runs fn, and resumes
-// them, after which the operator writes the policies again.
-func withoutPolicies(t *testing.T, names []string, fn func()) {
+// withoutPolicies pauses owners (Workspaces, VirtualMachines), deletes the NetworkPolicies
+// named, runs fn, and resumes them, after which the operator writes the policies again.
+func withoutPolicies(t *testing.T, owners []client.Object, policies []client.ObjectKey, fn func()) {
 	t.Helper()
 	ctx := context.Background()
 	annotate := func(value *string) {
-		for _, name := range names {
-			ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name}}
+		for _, o := range owners {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, infrav1alpha1.PauseAnnotation)
 			if value != nil {
 				patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, infrav1alpha1.PauseAnnotation, *value)
 			}
-			if err := k8sClient.Patch(ctx, ws, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+			if err := k8sClient.Patch(ctx, o, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -326,32 +400,42 @@ func withoutPolicies(t *testing.T, names []string, fn func()) {
 		}
 	}
 	t.Cleanup(resume)
-	waitFor(t, time.Minute, "the workspaces paused", func(ctx context.Context) error {
-		for _, name := range names {
-			ws := &infrav1alpha1.Workspace{}
-			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: name}, ws); err != nil {
+	waitFor(t, time.Minute, "reconciliation paused", func(ctx context.Context) error {
+		for _, o := range owners {
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 				return err
 			}
-			if c := meta.FindStatusCondition(ws.Status.Conditions, infrav1alpha1.ConditionReady); c == nil || c.Reason != infrav1alpha1.ReasonPaused {
-				return fmt.Errorf("%s: conditions %v", name, ws.Status.Conditions)
+			_, _, conds := statusOf(o)
+			if c := meta.FindStatusCondition(conds, infrav1alpha1.ConditionReady); c == nil || c.Reason != infrav1alpha1.ReasonPaused {
+				return fmt.Errorf("%s: conditions %v", o.GetName(), conds)
 			}
 		}
 		return nil
 	})
-	for _, name := range names {
-		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name}}
-		if err := k8sClient.Delete(ctx, np); err != nil {
+	for _, key := range policies {
+		if err := k8sClient.Delete(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fn()
 	resume()
 	waitFor(t, time.Minute, "the operator writing the policies again", func(ctx context.Context) error {
-		for _, name := range names {
-			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: name}, &networkingv1.NetworkPolicy{}); err != nil {
+		for _, key := range policies {
+			if err := k8sClient.Get(ctx, key, &networkingv1.NetworkPolicy{}); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// statusOf is the phase, message and conditions of a Workspace or VirtualMachine.
+func statusOf(o client.Object) (phase, message string, conditions []metav1.Condition) {
+	switch o := o.(type) {
+	case *infrav1alpha1.Workspace:
+		return string(o.Status.Phase), o.Status.Message, o.Status.Conditions
+	case *infrav1alpha1.VirtualMachine:
+		return string(o.Status.Phase), o.Status.Message, o.Status.Conditions
+	}
+	panic(fmt.Sprintf("the status of a %T", o))
 }

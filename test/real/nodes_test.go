@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -51,12 +53,13 @@ func otherWorker(t *testing.T) string {
 	return fallback
 }
 
-// checkDrain drains the node under a workspace as a platform team does before maintenance
-// (--force: operator-sdk's registry pod has no controller, so the suite runs this after the
-// upgrade check that needs it): the drain completes, the workspace says it waits for that node (which holds its volume)
-// rather than "starting", and once the node is uncordoned it runs there again with its files.
-func checkDrain(t *testing.T) {
-	node := otherWorker(t)
+// checkDrain drains the node under a workspace and the suite's VM as a platform team does
+// before maintenance (--force: operator-sdk's registry pod has no controller; the suite keeps it
+// off that node): the drain completes, the VM's guest powered off cleanly (ACPI), and both say
+// they wait for that node (which holds their volumes) rather than "starting". The VM is then
+// halted; once the node is uncordoned the workspace runs there again with its files. Never do
+// two pods hold the workspace's ReadWriteOnce volume at once.
+func checkDrain(t *testing.T, node string, rv *realVM) {
 	ensureNamespace(t, workspaceNS)
 	ide := placedWorkspaces(t, node, [2]string{"drained-ide", "alice"})[0]
 	kubectlExec(t, "drained-ide", "echo kept > ~/mark")
@@ -65,17 +68,25 @@ func checkDrain(t *testing.T) {
 			t.Errorf("uncordoning %s: %v\n%s", node, err, out)
 		}
 	})
-
+	holders := watchClaimHolders(t, workspaceNS, "drained-ide-home")
+	console := followLogs(t, rv.Namespace, rv.Name+"-launcher", "launcher")
 	start := time.Now()
 	if out, err := kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=3m"); err != nil {
 		t.Fatalf("kubectl drain %s: %v\n%s", node, err, out)
 	}
 	t.Logf("kubectl drain %s completed in %s", node, time.Since(start).Round(100*time.Millisecond))
+	if out := console(); !strings.Contains(out, "reboot: Power down") {
+		t.Errorf("the VM's console shows no clean power-off; its end:\n%s", tail(out, 15))
+	} else {
+		t.Logf("the VM's console ends:\n%s", tail(out, 3))
+	}
 	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "drained-ide"}}
-	waitFor(t, time.Minute, "the drained workspace Pending, Degraded for NodeUnschedulable naming "+node, func(ctx context.Context) error {
-		return degradedOnNode(ctx, ws, infrav1alpha1.WorkspacePending, infrav1alpha1.ReasonNodeUnschedulable, node)
+	waitFor(t, time.Minute, "the drained workspace Pending and VM Scheduling, Degraded for NodeUnschedulable naming "+node, func(ctx context.Context) error {
+		return errors.Join(degradedOnNode(ctx, ws, string(infrav1alpha1.WorkspacePending), infrav1alpha1.ReasonNodeUnschedulable, node),
+			degradedOnNode(ctx, rv.VirtualMachine, string(infrav1alpha1.VMScheduling), infrav1alpha1.ReasonNodeUnschedulable, node))
 	})
-	t.Logf("status: %s", ws.Status.Message)
+	t.Logf("workspace: %s; VM: %s", ws.Status.Message, rv.Status.Message)
+	haltVM(t, rv.VirtualMachine, vmClaim(t, rv.VirtualMachine))
 
 	if out, err := kubectl("uncordon", node); err != nil {
 		t.Fatalf("kubectl uncordon %s: %v\n%s", node, err, out)
@@ -87,17 +98,106 @@ func checkDrain(t *testing.T) {
 	if got := kubectlExec(t, "drained-ide", "cat ~/mark"); got != "kept\n" {
 		t.Errorf("the file written before the drain reads %q", got)
 	}
+	if most, when := holders(); most != 1 {
+		t.Errorf("%d pods held the ReadWriteOnce volume at once (%s), want one at a time", most, when)
+	}
 }
 
-// checkLostNode loses the node under a workspace (its kubelet and containerd killed): within
-// about a minute the workspace is Failed, Degraded for NodeNotReady naming the node; a new
-// workspace meanwhile runs on a healthy node; when the node is back the first runs again, its
-// one pod the same, its files intact.
-func checkLostNode(t *testing.T) {
-	node := otherWorker(t)
+// followLogs follows a container's log (kubectl logs -f) until the returned function is
+// called, which returns what it read.
+func followLogs(t *testing.T, ns, pod, container string) func() string {
+	t.Helper()
+	var out strings.Builder
+	cmd := kubectlCmd("logs", "-f", "--tail=0", "-n", ns, pod, "-c", container)
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop := func() string {
+		select {
+		case <-done: // the container ended
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		return out.String()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// watchClaimHolders watches the pods in ns that mount claim, until the returned function is
+// called: it returns the most that held it at once and the pods at that moment. A pod holds it
+// from when it is scheduled (the kubelet mounts volumes only then) until it is gone or has
+// ended; one being deleted still runs. An evicted pod's replacement, made at once, holds
+// nothing while it waits to be scheduled.
+func watchClaimHolders(t *testing.T, ns, claim string) func() (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	most, when := 0, ""
+	go func() {
+		defer close(done)
+		holding := map[string]bool{}
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || !mounts(pod, claim) {
+				continue
+			}
+			ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+			holding[pod.Name] = ev.Type != watch.Deleted && !ended && pod.Spec.NodeName != ""
+			var names []string
+			for name, holds := range holding {
+				if holds {
+					names = append(names, name)
+				}
+			}
+			if len(names) > most {
+				most, when = len(names), strings.Join(names, ", ")
+			}
+		}
+	}()
+	stop := func() (int, string) {
+		cancel()
+		w.Stop()
+		<-done
+		return most, when
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// mounts reports whether the pod has a volume of claim.
+func mounts(pod *corev1.Pod, claim string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLostNode loses the node under a workspace and the suite's VM (its kubelet and
+// containerd killed): within about a minute both are Failed, Degraded for NodeNotReady naming
+// the node; a new workspace meanwhile runs on a healthy node; when the node is back both run
+// again, their pods the same (the guest ran on), the workspace's files intact.
+func checkLostNode(t *testing.T, node string, rv *realVM) {
 	ensureNamespace(t, workspaceNS)
 	ide := placedWorkspaces(t, node, [2]string{"stranded-ide", "alice"})[0]
 	kubectlExec(t, "stranded-ide", "echo kept > ~/mark")
+	launcher := launcherPod(t, rv.VirtualMachine)
 	restarted := false
 	t.Cleanup(func() {
 		if restarted {
@@ -112,10 +212,11 @@ func checkLostNode(t *testing.T) {
 		t.Fatalf("stopping node %s: %v\n%s", node, err, out)
 	}
 	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "stranded-ide"}}
-	waitFor(t, 2*time.Minute, "the workspace on the lost node Failed, Degraded for NodeNotReady naming "+node, func(ctx context.Context) error {
-		return degradedOnNode(ctx, ws, infrav1alpha1.WorkspaceFailed, infrav1alpha1.ReasonNodeNotReady, node)
+	waitFor(t, 2*time.Minute, "the workspace and the VM on the lost node Failed, Degraded for NodeNotReady naming "+node, func(ctx context.Context) error {
+		return errors.Join(degradedOnNode(ctx, ws, string(infrav1alpha1.WorkspaceFailed), infrav1alpha1.ReasonNodeNotReady, node),
+			degradedOnNode(ctx, rv.VirtualMachine, string(infrav1alpha1.VMFailed), infrav1alpha1.ReasonNodeNotReady, node))
 	})
-	t.Logf("status: %s", ws.Status.Message)
+	t.Logf("workspace: %s; VM: %s", ws.Status.Message, rv.Status.Message)
 
 	fresh := placedWorkspaces(t, "", [2]string{"meanwhile-ide", "bob"})[0]
 	if fresh.Spec.NodeName == node {
@@ -138,18 +239,25 @@ func checkLostNode(t *testing.T) {
 	if c := meta.FindStatusCondition(ws.Status.Conditions, infrav1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
 		t.Errorf("still Degraded after the node came back: %s", c.Message)
 	}
+	waitVMRunning(t, rv.VirtualMachine)
+	if now := launcherPod(t, rv.VirtualMachine); now.UID != launcher.UID {
+		t.Errorf("the VM came back in a new launcher pod (%s), want the same, its guest running on", now.UID)
+	}
+	t.Logf("the VM Running again %s after the node's kubelet started; its guest: %s", time.Since(start).Round(100*time.Millisecond),
+		strings.TrimSpace(vmSSH(t, rv.VirtualMachine, rv.key, "uptime -p")))
 }
 
-// degradedOnNode checks that the workspace is in phase, Degraded for reason, the message
-// naming node.
-func degradedOnNode(ctx context.Context, ws *infrav1alpha1.Workspace, phase infrav1alpha1.WorkspacePhase, reason, node string) error {
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ws), ws); err != nil {
+// degradedOnNode checks that the Workspace or VirtualMachine is in phase, Degraded for reason,
+// its message naming node.
+func degradedOnNode(ctx context.Context, o client.Object, phase, reason, node string) error {
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 		return err
 	}
-	c := meta.FindStatusCondition(ws.Status.Conditions, infrav1alpha1.ConditionDegraded)
-	if ws.Status.Phase != phase || c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason ||
-		!strings.Contains(c.Message, node) || !strings.Contains(ws.Status.Message, node) {
-		return fmt.Errorf("phase %s (%s), Degraded %v", ws.Status.Phase, ws.Status.Message, c)
+	got, message, conds := statusOf(o)
+	c := meta.FindStatusCondition(conds, infrav1alpha1.ConditionDegraded)
+	if got != phase || c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason ||
+		!strings.Contains(c.Message, node) || !strings.Contains(message, node) {
+		return fmt.Errorf("%s: phase %s (%s), Degraded %v", o.GetName(), got, message, c)
 	}
 	return nil
 }

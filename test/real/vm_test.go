@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/realcluster"
 )
 
 // vmBootTimeout bounds a boot of the default disk in software emulation on a busy 2-core node.
@@ -30,13 +32,23 @@ const vmBootTimeout = 10 * time.Minute
 // warning is then half of it, and it reads the launcher's activity every activityReadings.
 const vmIdleTimeout = time.Minute
 
-// checkVirtualMachine boots the default disk (our Debian guest, in software emulation: this
-// machine's KVM is nested and cannot boot guests), logs in over SSH through the VM's Service
-// with the user's key, and writes a mark on its data disk. With an SSH session open, it runs on
-// past its idle timeout; left alone, it is warned of, then stopped for, being unused. Started
-// again, its data disk holds the mark; halted, it powers off within its grace period.
-func checkVirtualMachine(t *testing.T) {
-	ctx := context.Background()
+// realVM is the suite's VM: created on the node the node checks lose and drain, booted and
+// used by the VM lane, lost and drained with that node, and halted by the drain check.
+type realVM struct {
+	*infrav1alpha1.VirtualMachine
+	// key is the user's private key file.
+	key string
+	// booted is closed once the VM lane's first boot is over (or the lane is): other lanes
+	// wait for it before booting guests of their own, since two guests booting at once on two
+	// cores each take twice as long.
+	booted   chan struct{}
+	bootOver func()
+}
+
+// createRealVM creates the suite's VM with its launcher pod scheduled on node (the other nodes
+// cordoned until it is), where its volume then holds it.
+func createRealVM(t *testing.T, node string) *realVM {
+	t.Helper()
 	key, pub := sshKey(t)
 	vm := &infrav1alpha1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "real-vm", Namespace: testNS},
@@ -47,12 +59,45 @@ func checkVirtualMachine(t *testing.T) {
 			IdleTimeout: &metav1.Duration{Duration: vmIdleTimeout},
 		},
 	}
-	if err := k8sClient.Create(ctx, vm); err != nil {
+	uncordon := cordonAllBut(t, node)
+	defer uncordon()
+	if err := k8sClient.Create(context.Background(), vm); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), vm) })
-	start := time.Now()
+	waitFor(t, 2*time.Minute, "VM "+vm.Name+"'s launcher scheduled on "+node, func(ctx context.Context) error {
+		pod := &corev1.Pod{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-launcher"}, pod); err != nil {
+			return err
+		}
+		if pod.Spec.NodeName != node {
+			return fmt.Errorf("on %q", pod.Spec.NodeName)
+		}
+		return nil
+	})
+	booted := make(chan struct{})
+	return &realVM{VirtualMachine: vm, key: key, booted: booted, bootOver: sync.OnceFunc(func() { close(booted) })}
+}
+
+// checkVirtualMachine boots the default disk (our Debian guest, in software emulation: this
+// machine's KVM is nested and cannot boot guests), logs in over SSH through the VM's Service
+// with the user's key, and writes a mark on its data disk. With an SSH session open, it runs on
+// past its idle timeout, and from inside the guest another tenant's IDE, the API server, the
+// workspace API and the metadata address are closed, the outside and DNS open; without its
+// NetworkPolicy the guest reaches the API server and the metadata address, and not once the
+// operator puts it back. Left alone, it is warned of, then stopped for, being unused. It is
+// then started again, with its idle timeout raised: the node checks find it running (and its
+// mark on its disk) on the node they lose and drain.
+func checkVirtualMachine(t *testing.T, rv *realVM) {
+	ctx := context.Background()
+	vm, key := rv.VirtualMachine, rv.key
+	defer rv.bootOver()
+	start := vm.CreationTimestamp.Time
+	// Another tenant's IDE, for the guest to try, starts while the guest boots.
+	ensureNamespace(t, workspaceNS)
+	dave := placedWorkspaces(t, "", [2]string{"vm-net-dave", "dave"})[0]
 	waitVMRunning(t, vm)
+	rv.bootOver()
 	out := vmSSH(t, vm, key, "hostname; echo cloudspace-mark | sudo -n dd of=/dev/vdb bs=512 count=1 conv=sync status=none && sync && echo written")
 	t.Logf("VM create to an SSH login: %s", time.Since(start).Round(time.Second))
 	if out != vm.Name+"\nwritten\n" {
@@ -62,29 +107,104 @@ func checkVirtualMachine(t *testing.T) {
 		t.Errorf("the launcher restarted %d times: %s", vm.Status.Restarts, vm.Status.Message)
 	}
 
-	claim := vmClaim(t, vm)
-	checkVMIdleStop(t, vm, key)
+	closed, open := guestTargets(t, dave)
+	checkVMIdleStop(t, vm, key, func() {
+		expect(t, launcherPod(t, vm), guestProbe(t, vm, key, append(closed, open...)), open, closed)
+		checkGuestWithoutPolicy(t, vm, key, closed)
+	})
 	patch := client.MergeFrom(vm.DeepCopy())
 	vm.Spec.StartRequests++
+	vm.Spec.IdleTimeout = &metav1.Duration{Duration: 30 * time.Minute}
 	if err := k8sClient.Patch(ctx, vm, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitVMRunning(t, vm)
-	if got := vmSSH(t, vm, key, "sudo -n head -c 15 /dev/vdb"); got != "cloudspace-mark" {
+	waitFor(t, time.Minute, "VM "+vm.Name+" starting again", func(ctx context.Context) error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-launcher"}, &corev1.Pod{})
+	})
+}
+
+// checkVMRestarted waits until the suite's VM, started again after its idle stop, is Running,
+// and finds the mark on its data disk.
+func checkVMRestarted(t *testing.T, rv *realVM) {
+	t.Helper()
+	claim := vmClaim(t, rv.VirtualMachine)
+	waitVMRunning(t, rv.VirtualMachine)
+	if got := vmSSH(t, rv.VirtualMachine, rv.key, "sudo -n head -c 15 /dev/vdb"); got != "cloudspace-mark" {
 		t.Errorf("after an idle stop and a new boot the data disk starts with %q, want the mark", got)
 	}
-	var pvc corev1.PersistentVolumeClaim
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), &pvc); err != nil || pvc.UID != claim.UID {
-		t.Errorf("the data disk's claim after the restart: %v (uid %s, want %s)", err, pvc.UID, claim.UID)
+	if now := vmClaim(t, rv.VirtualMachine); now.UID != claim.UID {
+		t.Errorf("the data disk's claim after the restart is %s, want %s", now.UID, claim.UID)
 	}
-	haltVM(t, vm, claim)
+}
+
+// guestTargets are what a VM's guest tries from inside: another tenant's IDE (pod and
+// Service), the API server, the workspace API and the metadata address, closed; the outside,
+// open.
+func guestTargets(t *testing.T, other *corev1.Pod) (closed, open []target) {
+	t.Helper()
+	closed = []target{
+		{"other-ide-pod", net.JoinHostPort(other.Status.PodIP, "8080")},
+		{"other-ide-service", serviceAddr(t, other.Namespace, other.Labels["app.kubernetes.io/instance"])},
+		{"api-server", net.JoinHostPort(realcluster.APIServiceIP, "443")},
+		{"workspace-api", serviceAddr(t, operatorNS, grpcService)},
+		{"metadata", net.JoinHostPort(realcluster.MetadataIP, "80")},
+	}
+	return closed, []target{{"outside", net.JoinHostPort(realcluster.OutsideIP, "80")}}
+}
+
+// guestProbe runs the probes from inside the VM's guest, over SSH: its connections leave
+// through its launcher pod (QEMU's user networking), under the VM's NetworkPolicy.
+func guestProbe(t *testing.T, vm *infrav1alpha1.VirtualMachine, key string, targets []target) map[string]bool {
+	t.Helper()
+	// A guest in software emulation on a busy node takes seconds to start a process at all.
+	// DNS is a TCP connection to the cluster's DNS Service: the guest's systemd-resolved sends
+	// names under .local to multicast DNS, never to a server.
+	dns := `bash -c "exec 3<>/dev/tcp/` + realcluster.DNSServiceIP + `/53"`
+	script := probeScript(targets, 20, dns)
+	return probeAnswers(t, vm.Name+"'s guest", targets, vmSSH(t, vm, key, "bash -c '"+strings.ReplaceAll(script, "'", `'\''`)+"'"))
+}
+
+// checkGuestWithoutPolicy pauses the VM and deletes its egress policy: from the guest the API
+// server and the metadata address open (the probe can fail), while the other tenant's IDE
+// stays closed by its own policy; restored, they close again.
+func checkGuestWithoutPolicy(t *testing.T, vm *infrav1alpha1.VirtualMachine, key string, closed []target) {
+	t.Helper()
+	var opens, stays []target
+	for _, tg := range closed {
+		switch tg.name {
+		case "api-server", "metadata":
+			opens = append(opens, tg)
+		case "other-ide-pod", "other-ide-service":
+			stays = append(stays, tg)
+		}
+	}
+	launcher := launcherPod(t, vm)
+	withoutPolicies(t, []client.Object{vm}, []client.ObjectKey{client.ObjectKeyFromObject(vm)}, func() {
+		waitFor(t, time.Minute, "the guest reaching the API server and the metadata address without its policy", func(context.Context) error {
+			return expectErr(launcher, guestProbe(t, vm, key, append(opens, stays...)), opens, stays)
+		})
+	})
+	waitFor(t, time.Minute, "the restored policy closing them again", func(context.Context) error {
+		return expectErr(launcher, guestProbe(t, vm, key, append(opens, stays...)), nil, append(opens, stays...))
+	})
+}
+
+// launcherPod is the VM's launcher pod.
+func launcherPod(t *testing.T, vm *infrav1alpha1.VirtualMachine) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-launcher"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
 }
 
 // checkVMIdleStop holds an SSH session open on the running VM through its Service, as a user
-// outside the cluster would, past its idle timeout and two readings of its launcher: the VM
-// must run on, unwarned. Then it ends the session: the VM must be warned of its stop
-// (status.idleStopAt), then stopped (Stopped, stoppedReason Idle, the launcher pod gone).
-func checkVMIdleStop(t *testing.T, vm *infrav1alpha1.VirtualMachine, key string) {
+// outside the cluster would, past its idle timeout and two readings of its launcher (running
+// during meanwhile): the VM must run on, unwarned. Then it ends the session: the VM must be
+// warned of its stop (status.idleStopAt), then stopped (Stopped, stoppedReason Idle, the
+// launcher pod gone).
+func checkVMIdleStop(t *testing.T, vm *infrav1alpha1.VirtualMachine, key string, during func()) {
 	t.Helper()
 	session := vmSSHCommand(vm, key, portForward(t, vm.Namespace, "svc/"+vm.Name, 22), "sleep 900")
 	if err := session.Start(); err != nil {
@@ -96,6 +216,7 @@ func checkVMIdleStop(t *testing.T, vm *infrav1alpha1.VirtualMachine, key string)
 		_ = session.Wait()
 	}
 	t.Cleanup(endSession)
+	during()
 	for until := held.Add(vmIdleTimeout + 2*activityReadings); time.Now().Before(until); time.Sleep(5 * time.Second) {
 		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(vm), vm); err != nil {
 			t.Fatal(err)

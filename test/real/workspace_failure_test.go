@@ -55,6 +55,31 @@ func checkUnpullableWorkspace(t *testing.T, api apiAccess) {
 	})
 }
 
+// checkUnplaceableWorkspace: create-and-wait for a workspace no node has room for (three CPUs;
+// each node has two) answers, at the caller's deadline, DeadlineExceeded saying what it waited
+// on: Pending, and the scheduler's reason. The failed create leaves nothing behind.
+func checkUnplaceableWorkspace(t *testing.T, api apiAccess) {
+	ensureNamespace(t, workspaceNS)
+	c := workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
+	const deadline = 20 * time.Second
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), deadline)
+	defer cancel()
+	_, err := c.Create(ctx, &workspacev1.CreateWorkspaceRequest{Wait: true,
+		Workspace: &workspacev1.Workspace{Name: "unplaceable-ide", Namespace: workspaceNS, Storage: "1Gi", Cpu: "3", Memory: "512Mi"}})
+	t.Logf("create-and-wait with a %s deadline: %v", deadline, err)
+	msg := status.Convert(err).Message()
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(msg, "it was Pending") || !strings.Contains(msg, "Insufficient cpu") {
+		t.Errorf("create-and-wait: %v; want the server's DeadlineExceeded saying the workspace was Pending for want of CPU", err)
+	}
+	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "unplaceable-ide"}}
+	waitFor(t, time.Minute, "the failed create's workspace gone", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ws), ws); client.IgnoreNotFound(err) != nil || err == nil {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
 // checkCrashingWorkspace: an IDE whose program exits at once (node refuses an option) is
 // Degraded, CrashLoop, with its exit, within a minute; after the operator's failed starts (3,
 // the default) it is stopped: no pod, the volume kept, status.stoppedReason StartFailed.

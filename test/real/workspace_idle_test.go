@@ -45,7 +45,7 @@ func checkIdleWorkspaces(t *testing.T, api apiAccess) {
 			events <- e
 		}
 	}()
-	// The running quota (2) is this test's alone: the earlier ones' workspaces are gone.
+	// The running quota (2) is this test's alone: the user's earlier workspaces are gone.
 	waitFor(t, 2*time.Minute, "the user's earlier workspaces gone", func(context.Context) error {
 		list, err := c.List(ctx, &workspacev1.ListWorkspacesRequest{Namespace: workspaceNS})
 		if err != nil || len(list.GetWorkspaces()) > 0 {
