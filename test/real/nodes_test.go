@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
@@ -191,11 +193,16 @@ func mounts(pod *corev1.Pod, claim string) bool {
 
 // checkLostNode loses the node under a workspace and the suite's VM (its kubelet and
 // containerd killed): within about a minute both are Failed, Degraded for NodeNotReady naming
-// the node; a new workspace meanwhile runs on a healthy node; when the node is back both run
-// again, their pods the same (the guest ran on), the workspace's files intact.
-func checkLostNode(t *testing.T, node string, rv *realVM) {
+// the node, and the workspace API's Get and Watch say so; a new workspace meanwhile runs on a
+// healthy node; when the node is back both run again, their pods the same (the guest ran on),
+// the workspace's files intact.
+func checkLostNode(t *testing.T, node string, rv *realVM, api apiAccess) {
 	ensureNamespace(t, workspaceNS)
 	ide := placedWorkspaces(t, node, [2]string{"stranded-ide", "alice"})[0]
+	c := workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), 10*time.Minute)
+	defer cancel()
+	events := watchWorkspaces(t, ctx, c)
 	kubectlExec(t, "stranded-ide", "echo kept > ~/mark")
 	launcher := launcherPod(t, rv.VirtualMachine)
 	restarted := false
@@ -217,6 +224,7 @@ func checkLostNode(t *testing.T, node string, rv *realVM) {
 			degradedOnNode(ctx, rv.VirtualMachine, string(infrav1alpha1.VMFailed), infrav1alpha1.ReasonNodeNotReady, node))
 	})
 	t.Logf("workspace: %s; VM: %s", ws.Status.Message, rv.Status.Message)
+	checkAPISaysLost(t, ctx, c, events, node)
 
 	fresh := placedWorkspaces(t, "", [2]string{"meanwhile-ide", "bob"})[0]
 	if fresh.Spec.NodeName == node {
@@ -245,6 +253,30 @@ func checkLostNode(t *testing.T, node string, rv *realVM) {
 	}
 	t.Logf("the VM Running again %s after the node's kubelet started; its guest: %s", time.Since(start).Round(100*time.Millisecond),
 		strings.TrimSpace(vmSSH(t, rv.VirtualMachine, rv.key, "uptime -p")))
+}
+
+// checkAPISaysLost: the workspace API's Get and Watch of the stranded workspace say it is
+// Failed, naming the lost node.
+func checkAPISaysLost(t *testing.T, ctx context.Context, c workspacev1.WorkspaceServiceClient, events <-chan *workspacev1.WorkspaceEvent, node string) {
+	t.Helper()
+	got, err := c.Get(ctx, &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: "stranded-ide"})
+	if err != nil || got.GetPhase() != string(infrav1alpha1.WorkspaceFailed) || !strings.Contains(got.GetMessage(), node) {
+		t.Errorf("Get: %s %q (%v); want Failed naming %s", got.GetPhase(), got.GetMessage(), err, node)
+	}
+	for deadline := time.After(time.Minute); ; {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("the Watch stream ended")
+			}
+			if ws := e.GetWorkspace(); ws.GetName() == "stranded-ide" && ws.GetPhase() == string(infrav1alpha1.WorkspaceFailed) && strings.Contains(ws.GetMessage(), node) {
+				t.Logf("Get and Watch: %s", ws.GetMessage())
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no Watch event of stranded-ide Failed naming %s within a minute", node)
+		}
+	}
 }
 
 // degradedOnNode checks that the Workspace or VirtualMachine is in phase, Degraded for reason,

@@ -30,21 +30,7 @@ func checkIdleWorkspaces(t *testing.T, api apiAccess) {
 	c := workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
 	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), 15*time.Minute)
 	defer cancel()
-	watch, err := c.Watch(ctx, &workspacev1.WatchWorkspacesRequest{Namespace: workspaceNS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := make(chan *workspacev1.WorkspaceEvent, 64)
-	go func() {
-		for {
-			e, err := watch.Recv()
-			if err != nil {
-				close(events)
-				return
-			}
-			events <- e
-		}
-	}()
+	events := watchWorkspaces(t, ctx, c)
 	// The running quota (2) is this test's alone: the user's earlier workspaces are gone.
 	waitFor(t, 2*time.Minute, "the user's earlier workspaces gone", func(context.Context) error {
 		list, err := c.List(ctx, &workspacev1.ListWorkspacesRequest{Namespace: workspaceNS})
@@ -85,6 +71,32 @@ func checkIdleWorkspaces(t *testing.T, api apiAccess) {
 	if got := strings.TrimSpace(kubectlExec(t, "idle-ide", "cat /home/coder/project/idle-proof")); got != "kept" {
 		t.Errorf("after the idle stop and a start: the file holds %q, want kept", got)
 	}
+}
+
+// watchWorkspaces is the API's Watch of the workspaces' namespace, as a channel of its events,
+// closed when the stream ends (ctx's end ends it).
+func watchWorkspaces(t *testing.T, ctx context.Context, c workspacev1.WorkspaceServiceClient) <-chan *workspacev1.WorkspaceEvent {
+	t.Helper()
+	watch, err := c.Watch(ctx, &workspacev1.WatchWorkspacesRequest{Namespace: workspaceNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan *workspacev1.WorkspaceEvent, 64)
+	go func() {
+		defer close(events)
+		for {
+			e, err := watch.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case events <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return events
 }
 
 // awaitIdleStop reads Watch events until name is warned of its idle stop and then stopped for
