@@ -46,13 +46,7 @@ func checkUnpullableWorkspace(t *testing.T, api apiAccess) {
 	if took > failureDeadline {
 		t.Errorf("create-and-wait answered after %s, want within %s", took, failureDeadline)
 	}
-	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "unpullable-ide"}}
-	waitFor(t, time.Minute, "the failed create's workspace gone", func(ctx context.Context) error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ws), ws); client.IgnoreNotFound(err) != nil || err == nil {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
-	})
+	waitCreateUndone(t, "unpullable-ide")
 }
 
 // checkUnplaceableWorkspace: create-and-wait for a workspace no node has room for (three CPUs;
@@ -71,7 +65,13 @@ func checkUnplaceableWorkspace(t *testing.T, api apiAccess) {
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(msg, "it was Pending") || !strings.Contains(msg, "Insufficient cpu") {
 		t.Errorf("create-and-wait: %v; want the server's DeadlineExceeded saying the workspace was Pending for want of CPU", err)
 	}
-	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: "unplaceable-ide"}}
+	waitCreateUndone(t, "unplaceable-ide")
+}
+
+// waitCreateUndone waits until the workspace of a failed create-and-wait is gone.
+func waitCreateUndone(t *testing.T, name string) {
+	t.Helper()
+	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name}}
 	waitFor(t, time.Minute, "the failed create's workspace gone", func(ctx context.Context) error {
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ws), ws); client.IgnoreNotFound(err) != nil || err == nil {
 			return fmt.Errorf("still there (%v)", err)
