@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -145,6 +146,8 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 		"image":   l.image(s.Image),
 		"port":    int64(orDefault(s.Port, workspace.DefaultPort)),
 		"running": ws.Runs(),
+		// The startup probe gives the IDE as long as the status does before it says Failed.
+		"startTimeoutSeconds": int64(math.Ceil(startTimeout(ws).Seconds())),
 		"resources": map[string]any{
 			"cpu":    quantityOr(s.Resources.CPU, workspace.DefaultCPU),
 			"memory": quantityOr(s.Resources.Memory, workspace.DefaultMemory),

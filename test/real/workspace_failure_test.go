@@ -81,8 +81,9 @@ func waitCreateUndone(t *testing.T, name string) {
 }
 
 // checkCrashingWorkspace: an IDE whose program exits at once (node refuses an option) is
-// Degraded, CrashLoop, with its exit, within a minute; after the operator's failed starts (3,
-// the default) it is stopped: no pod, the volume kept, status.stoppedReason StartFailed.
+// Degraded, CrashLoop, with its exit and node's complaint, within a minute; after the
+// operator's failed starts (3, the default) it is stopped: no pod, the volume kept,
+// status.stoppedReason StartFailed.
 func checkCrashingWorkspace(t *testing.T) {
 	ctx := context.Background()
 	ensureNamespace(t, testNS)
@@ -95,7 +96,9 @@ func checkCrashingWorkspace(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ws) })
 	start := time.Now()
-	waitFor(t, failureDeadline, "workspace "+ws.Name+" Degraded, CrashLoop", degradedFor(ws, infrav1alpha1.ReasonCrashLoop, "last exit"))
+	// The message quotes node's own words: the container's last log lines are its termination
+	// message (FallbackToLogsOnError).
+	waitFor(t, failureDeadline, "workspace "+ws.Name+" Degraded, CrashLoop, saying why", degradedFor(ws, infrav1alpha1.ReasonCrashLoop, "--no-such-option is not allowed in NODE_OPTIONS"))
 	t.Logf("Degraded after %s: %s", time.Since(start).Round(100*time.Millisecond), ws.Status.Message)
 	waitFor(t, 4*time.Minute, "workspace "+ws.Name+" stopped after its failed starts", func(ctx context.Context) error {
 		if err := degradedFor(ws, infrav1alpha1.ReasonStartFailed, "after 3 failed starts")(ctx); err != nil {
