@@ -9,6 +9,11 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 BIN := $(CURDIR)/bin
+# Everything make builds, vets and tests is compiled as the operator's image is (test/infra/
+# images: no cgo, -trimpath), so that the image reuses what vet and the suites compiled: on a
+# cold machine, compiling it all again for the image took 238 s.
+export CGO_ENABLED ?= 0
+export GOFLAGS ?= -trimpath
 TOOLS := $(CURDIR)/hack/tools.sh
 # PACKAGES installs the Debian packages a target needs when they are missing (as root), or names them.
 PACKAGES := $(CURDIR)/hack/packages.sh

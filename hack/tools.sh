@@ -90,16 +90,22 @@ ensure() {
     return 0
   fi
   local start=$SECONDS
+  # One build of a tool at a time: another tools.sh (make test-real builds the images while the
+  # cluster's tools build, and both need some) waits for it and then links what it built.
+  mkdir -p "$(dirname "$target")"
+  local lock
+  exec {lock}>"$target.lock"
+  flock "$lock"
   if [ -x "$target" ]; then
     echo "tools: $name $version: linking from cache"
   else
     echo "tools: $name $version: building from source ($pkg)"
     local tmp="$target.tmp.$$"
-    mkdir -p "$(dirname "$target")"
     (cd "$dir" && CGO_ENABLED=$cgo go build -ldflags "$(ldflags_for "$name")" -tags "$(tags_for "$name")" -o "$tmp" "$pkg")
     mv -f "$tmp" "$target"
   fi
   ln -sfn "$target" "$bin/$name"
+  exec {lock}>&-
   echo "tools: $name $version: ready in $((SECONDS - start))s"
 }
 

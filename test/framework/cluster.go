@@ -15,10 +15,25 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// RepoRoot is the repository's top directory, found from this file's location.
+// RepoRoot is the repository's top directory: found from this file's location, or, when the
+// build kept no location (-trimpath, as make builds), from the working directory up to the
+// directory that holds PROJECT.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("finding the repository's top directory: %v", err))
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "PROJECT")); err == nil {
+			return dir
+		}
+		if dir == filepath.Dir(dir) {
+			panic(fmt.Sprintf("finding the repository's top directory: no PROJECT file in %s or above", wd))
+		}
+	}
 }
 
 // Cluster is a private embedded cluster started by hack/dev-cluster.sh.
