@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -199,8 +198,8 @@ func mounts(pod *corev1.Pod, claim string) bool {
 func checkLostNode(t *testing.T, node string, rv *realVM, api apiAccess) {
 	ensureNamespace(t, workspaceNS)
 	ide := placedWorkspaces(t, node, [2]string{"stranded-ide", "alice"})[0]
-	c := workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), 10*time.Minute)
+	c := apiClient(t, api)
+	ctx, cancel := bearerContext(api, 10*time.Minute)
 	defer cancel()
 	events := watchWorkspaces(t, ctx, c)
 	kubectlExec(t, "stranded-ide", "echo kept > ~/mark")

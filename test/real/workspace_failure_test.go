@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -30,8 +29,8 @@ const failureDeadline = 60 * time.Second
 // at the call's deadline, and leaves nothing behind.
 func checkUnpullableWorkspace(t *testing.T, api apiAccess) {
 	ensureNamespace(t, workspaceNS)
-	c := workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), 5*time.Minute)
+	c := apiClient(t, api)
+	ctx, cancel := bearerContext(api, 5*time.Minute)
 	defer cancel()
 	image := env["REGISTRY"] + "/no-such-ide:1"
 	start := time.Now()
@@ -54,9 +53,9 @@ func checkUnpullableWorkspace(t *testing.T, api apiAccess) {
 // on: Pending, and the scheduler's reason. The failed create leaves nothing behind.
 func checkUnplaceableWorkspace(t *testing.T, api apiAccess) {
 	ensureNamespace(t, workspaceNS)
-	c := workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
+	c := apiClient(t, api)
 	const deadline = 20 * time.Second
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), deadline)
+	ctx, cancel := bearerContext(api, deadline)
 	defer cancel()
 	_, err := c.Create(ctx, &workspacev1.CreateWorkspaceRequest{Wait: true,
 		Workspace: &workspacev1.Workspace{Name: "unplaceable-ide", Namespace: workspaceNS, Storage: "1Gi", Cpu: "3", Memory: "512Mi"}})

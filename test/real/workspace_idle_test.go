@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
 
@@ -27,8 +25,8 @@ const (
 // (stopped_reason Idle), and Start brings it back with its files; the one in use runs on.
 func checkIdleWorkspaces(t *testing.T, api apiAccess) {
 	ensureNamespace(t, workspaceNS)
-	c := workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), 15*time.Minute)
+	c := apiClient(t, api)
+	ctx, cancel := bearerContext(api, 15*time.Minute)
 	defer cancel()
 	events := watchWorkspaces(t, ctx, c)
 	// The running quota (2) is this test's alone: the user's earlier workspaces are gone.
@@ -42,7 +40,7 @@ func checkIdleWorkspaces(t *testing.T, api apiAccess) {
 	for _, name := range []string{"idle-ide", "busy-ide"} {
 		ref := &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: name}
 		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), 30*time.Second)
+			ctx, cancel := bearerContext(api, 30*time.Second)
 			defer cancel()
 			_, _ = c.Delete(ctx, ref)
 		})

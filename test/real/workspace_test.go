@@ -79,6 +79,17 @@ func checkWorkspace(t *testing.T, api apiAccess) {
 }
 
 // dialAPI connects to the workspace API at addr over TLS, verified against the API's CA.
+// apiClient is a workspace API client through a port-forward to the API's Service.
+func apiClient(t *testing.T, api apiAccess) workspacev1.WorkspaceServiceClient {
+	t.Helper()
+	return workspacev1.NewWorkspaceServiceClient(dialAPI(t, api, "localhost:"+portForward(t, operatorNS, "svc/"+grpcService, 9443)))
+}
+
+// bearerContext is a context carrying api's token as its bearer, ended after timeout.
+func bearerContext(api apiAccess, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+api.token), timeout)
+}
+
 func dialAPI(t *testing.T, api apiAccess, addr string) *grpc.ClientConn {
 	t.Helper()
 	pemCA, err := os.ReadFile(api.ca)
