@@ -14,6 +14,11 @@ BIN := $(CURDIR)/bin
 # cold machine, compiling it all again for the image took 238 s.
 export CGO_ENABLED ?= 0
 export GOFLAGS ?= -trimpath
+# The Go compiler collects garbage less often with GOGC=400: a cold build of helm took 152 s
+# rather than 180 s (user CPU 244 s rather than 298 s) for 6% more peak memory. Only compiles
+# get it (hack/tools.sh, vet, which compiles what the suites then reuse): the test binaries and
+# the operator under test keep Go's default.
+export BUILD_GOGC ?= 400
 TOOLS := $(CURDIR)/hack/tools.sh
 # PACKAGES installs the Debian packages a target needs when they are missing (as root), or names them.
 PACKAGES := $(CURDIR)/hack/packages.sh
@@ -73,8 +78,8 @@ fmt: ## Run gofmt on the code.
 
 .PHONY: vet
 vet: ## Run go vet on both modules.
-	go vet ./...
-	go -C $(TEST_MOD) vet ./...
+	GOGC=$(BUILD_GOGC) go vet ./...
+	GOGC=$(BUILD_GOGC) go -C $(TEST_MOD) vet ./...
 
 .PHONY: verify
 verify: ## go vet, gofmt, and generated code, CRDs, RBAC and the bundle as their generators make them (bundle validated without a warning).
@@ -94,7 +99,8 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: verify lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-abuse test-real ## Run the checks (vet, gofmt, generated files), chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos, abuse and real-node tests.
+test: ## Run the checks (vet, gofmt, generated files), chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos, abuse and real-node tests.
+	hack/test.sh verify lint-charts test-unit test-fuzz test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-abuse -- test-real
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).

@@ -51,11 +51,14 @@ spec() {
   esac
 }
 
+# Every tool is linked without its symbol table and DWARF, as Kubernetes' and helm's own release
+# builds are: linking kube-apiserver took 8 s rather than 21 s. (Not part of the cache key: a
+# tool built before behaves the same.)
 ldflags_for() {
   case "$1" in
-    kube-*|kubectl|kubelet) echo "$k8s_ldflags" ;;
-    helm) echo "-X helm.sh/helm/v3/internal/version.version=v3.19.0" ;;
-    *) echo "" ;;
+    kube-*|kubectl|kubelet) echo "-s -w $k8s_ldflags" ;;
+    helm) echo "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0" ;;
+    *) echo "-s -w" ;;
   esac
 }
 
@@ -101,7 +104,8 @@ ensure() {
   else
     echo "tools: $name $version: building from source ($pkg)"
     local tmp="$target.tmp.$$"
-    (cd "$dir" && CGO_ENABLED=$cgo go build -ldflags "$(ldflags_for "$name")" -tags "$(tags_for "$name")" -o "$tmp" "$pkg")
+    # BUILD_GOGC: the Makefile's, for the compiler (Go's default when run by hand).
+    (cd "$dir" && CGO_ENABLED=$cgo GOGC=${BUILD_GOGC:-100} go build -ldflags "$(ldflags_for "$name")" -tags "$(tags_for "$name")" -o "$tmp" "$pkg")
     mv -f "$tmp" "$target"
   fi
   ln -sfn "$target" "$bin/$name"
