@@ -123,8 +123,9 @@ test-integration: ## Run the integration tests and the examples' tests against a
 	KUBEBUILDER_ASSETS=$(BIN) go test $(GO_TEST_FLAGS) -timeout 15m ./examples/...
 
 .PHONY: test-e2e
-test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running.
+test-e2e: build ## Run the end-to-end tests on a private embedded (KWOK) cluster with the operator running, and the tutorial's web backend against it.
 	$(TOOLS) etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl kubectl
+	$(PACKAGES) e2e
 	E2E_BIN_DIR=$(BIN) E2E_OPERATOR=$(BIN)/manager E2E_SCORECARD_TESTS=$(BIN)/scorecard-tests E2E_PLUGIN=$(BIN)/kubectl-cloudspace go -C $(TEST_MOD) test $(GO_TEST_FLAGS) -timeout 20m ./e2e/...
 
 .PHONY: test-olm

@@ -8,6 +8,7 @@
 #   node      the real cluster (make real-cluster): runtime, CNI plugins, netfilter, host snapshot
 #   images    make images: root filesystems and the VM disk, and their checks (boot, ssh, curl)
 #   olm       the OLM suite's private network namespace
+#   e2e       the end-to-end suite's third-party web backend: git for its bundle, its database
 #   browser   the real-node suite's IDE screenshot
 #   proto     make proto
 #
@@ -25,9 +26,10 @@ group() {
       qemu-system-x86_64:qemu-system-x86 ssh:openssh-client curl:curl genisoimage:genisoimage socat:socat
       busybox-static ss:iproute2 node:nodejs npm:npm" ;;
     olm) echo "ip:iproute2" ;;
+    e2e) echo "git:git mariadbd:mariadb-server-core" ;;
     browser) echo "chromium:chromium" ;;
     proto) echo "protoc:protobuf-compiler" ;;
-    *) echo "packages: unknown group $1 (launcher, node, images, olm, browser, proto)" >&2; return 1 ;;
+    *) echo "packages: unknown group $1 (launcher, node, images, olm, e2e, browser, proto)" >&2; return 1 ;;
   esac
 }
 

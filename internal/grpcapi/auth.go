@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -149,6 +150,10 @@ func (t *tokenStore) authenticate(ctx context.Context, method string) (context.C
 		return nil, status.Error(codes.Unauthenticated, "authorization must be \"Bearer <token>\"")
 	}
 	user, err := t.userFor(token)
+	if apierrors.IsNotFound(err) {
+		// The Secret's name is the admin's business, not a caller's.
+		return nil, status.Error(codes.Unavailable, "the API has no users yet: an admin must create its token Secret (README, \"After the install\")")
+	}
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, "cannot check tokens right now")
 	}

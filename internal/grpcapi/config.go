@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 )
@@ -38,6 +39,25 @@ type Config struct {
 	Quota QuotaConfig
 	// Conn bounds what anyone who can reach the port holds, before any token is read.
 	Conn ConnConfig
+	// Legacy is a second listener, plaintext and without tokens, for the tutorial's web
+	// backend, which dials so (--grpc-legacy-*). Off unless an address is given.
+	Legacy LegacyConfig
+}
+
+// LegacyConfig is the listener of the legacy CloudIdeService alone, in plaintext HTTP/2 as the
+// tutorial's controller served it. Whoever reaches it acts as User: the admin keeps it off, or
+// bound where only the web backend reaches it (the NetworkPolicy of config/legacy-api).
+type LegacyConfig struct {
+	// Address is where it listens (--grpc-legacy-bind-address); Off (or empty) keeps it off.
+	Address string
+	// User is who every call on it is (--grpc-legacy-user): its workspaces are that user's,
+	// under that user's quotas. Required with an address.
+	User string
+}
+
+// Enabled reports whether an address was given.
+func (c LegacyConfig) Enabled() bool {
+	return c.Address != Off && c.Address != ""
 }
 
 // TLSConfig is the API's certificate.
@@ -125,6 +145,7 @@ func DefaultConfig() Config {
 		// holds gRPC's own and a bearer token many times over.
 		Conn: ConnConfig{MaxConnections: 512, MaxStreamsPerConnection: 32, MaxHeaderBytes: 16 << 10,
 			HandshakeTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute, MaxConnectionAge: 30 * time.Minute},
+		Legacy: LegacyConfig{Address: Off},
 	}
 }
 
@@ -140,11 +161,29 @@ func (c Config) Validate() error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		errs = append(errs, errors.New("--grpc-tls-cert-file and --grpc-tls-key-file must be given together"))
 	}
+	if c.Legacy.Enabled() {
+		errs = append(errs, c.Legacy.validate(c.Address))
+	}
 	if c.Quota.MaxCallsInFlight <= c.Quota.MaxWatches {
 		errs = append(errs, fmt.Errorf("--quota-max-calls-in-flight %d must exceed --quota-max-watches %d, or a user watching cannot call",
 			c.Quota.MaxCallsInFlight, c.Quota.MaxWatches))
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks an enabled legacy listener against the API's own address.
+func (c LegacyConfig) validate(apiAddress string) error {
+	if c.User == "" {
+		return errors.New("--grpc-legacy-user must name the user the legacy listener's calls act as")
+	}
+	// The user is the value of the owner label of every workspace it creates.
+	if errs := validation.IsValidLabelValue(c.User); len(errs) > 0 || strings.ToLower(c.User) != c.User {
+		return fmt.Errorf("--grpc-legacy-user %q must be a user name as the token Secret's keys are: lower-case letters, digits, '-', '.' and '_', at most 63", c.User)
+	}
+	if c.Address == apiAddress {
+		return fmt.Errorf("--grpc-legacy-bind-address %q is the API's own address (--grpc-bind-address): it needs a port of its own", c.Address)
+	}
+	return nil
 }
 
 // ageGrace is the configured grace, or one that outlasts every create-and-wait.

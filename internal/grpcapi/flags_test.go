@@ -79,6 +79,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"quota-max-calls-in-flight":       func(c *Config) { c.Quota.MaxCallsInFlight = c.Quota.MaxWatches },
 		"quota-writes-per-minute":         func(c *Config) { c.Quota.WritesPerMinute = 0 },
 		"quota-write-burst":               func(c *Config) { c.Quota.WriteBurst = 0 },
+		"grpc-legacy-user":                func(c *Config) { c.Legacy.Address = "127.0.0.1:9000" },
 	}
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	all := DefaultConfig()
@@ -103,5 +104,32 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Errorf("the defaults: %v", err)
+	}
+}
+
+// TestLegacyListenerSettings: the legacy listener is off by default, and on it needs a user
+// that can own workspaces and a port of its own.
+func TestLegacyListenerSettings(t *testing.T) {
+	if DefaultConfig().Legacy.Enabled() {
+		t.Error("the legacy listener is on by default")
+	}
+	cases := []struct {
+		legacy  LegacyConfig
+		wantErr string
+	}{
+		{LegacyConfig{Address: ":9000", User: "portal"}, ""},
+		{LegacyConfig{Address: Off, User: ""}, ""},
+		{LegacyConfig{Address: ":9000"}, "--grpc-legacy-user must name"},
+		{LegacyConfig{Address: ":9000", User: "Portal"}, `--grpc-legacy-user "Portal"`},
+		{LegacyConfig{Address: ":9000", User: "system:serviceaccount:web:portal"}, "--grpc-legacy-user"},
+		{LegacyConfig{Address: ":9443", User: "portal"}, `--grpc-legacy-bind-address ":9443" is the API's own address`},
+	}
+	for _, tc := range cases {
+		cfg := DefaultConfig()
+		cfg.Address, cfg.Legacy = ":9443", tc.legacy
+		err := cfg.Validate()
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%+v: %v, want %q", tc.legacy, err, tc.wantErr)
+		}
 	}
 }

@@ -69,6 +69,12 @@ func TestAuthenticate(t *testing.T) {
 	if _, err := ts.authenticate(in(), "/grpc.health.v1.Health/Check"); err != nil {
 		t.Errorf("health needs no token: %v", err)
 	}
+	// Before an admin gave the API its users, a caller is told so, and not the Secret's name.
+	none := newTestStore(fake.NewClientBuilder().Build(), time.Now)
+	_, err = none.authenticate(in("authorization", "Bearer a-token"), "/cloudspace.v1.WorkspaceService/List")
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "an admin must create its token Secret") || strings.Contains(st.Message(), "tokens") {
+		t.Errorf("no token Secret: %v, want Unavailable saying an admin must create it, without its name", err)
+	}
 }
 
 func TestValidate(t *testing.T) {
@@ -79,7 +85,10 @@ func TestValidate(t *testing.T) {
 	}{
 		{spec{name: "ok"}, ""},
 		{spec{name: "1abc"}, "workspace.name"},
-		{spec{name: "this-name-is-far-too-long-for-a-workspace-name-x"}, "workspace.name"},
+		// As the tutorial's web backend names them (52 characters), and a DNS label's most (63).
+		{spec{name: "ws-0123456789abcdef01234567-0123456789abcdef01234567"}, ""},
+		{spec{name: "ws-0123456789abcdef01234567-0123456789abcdef01234567-abcdefghi1"}, ""},
+		{spec{name: "ws-0123456789abcdef01234567-0123456789abcdef01234567-abcdefghij1"}, "workspace.name"},
 		{spec{name: "ok", namespace: "elsewhere"}, "workspace.namespace"},
 		{spec{name: "ok", storage: "ten gigs"}, "workspace.storage"},
 	}
@@ -116,6 +125,11 @@ func TestToStatus(t *testing.T) {
 		if got := status.Code(toStatus(tc.err, "doing")); got != tc.code {
 			t.Errorf("toStatus(%v) = %s, want %s", tc.err, got, tc.code)
 		}
+	}
+	// A served namespace that nobody created is the admin's to fix, and the answer says so.
+	err := toStatus(apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ides"), "creating workspace ide1")
+	if st := status.Convert(err); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "namespace ides, which the API serves, does not exist: an admin must create it") {
+		t.Errorf("a missing namespace: %v, want FailedPrecondition saying an admin must create it", err)
 	}
 }
 

@@ -27,7 +27,9 @@ import (
 // API server that knows alice (a-token) and bob (b-token).
 type testAPI struct {
 	addr string
-	s    *Server
+	// legacyAddr is the legacy listener's, when the test's Config turns it on.
+	legacyAddr string
+	s          *Server
 }
 
 func startTestAPI(t *testing.T, objs []client.Object, edits ...func(*Config)) *testAPI {
@@ -45,16 +47,26 @@ func startTestAPI(t *testing.T, objs []client.Object, edits ...func(*Config)) *t
 	if err != nil {
 		t.Fatal(err)
 	}
+	var legacy net.Listener
+	if cfg.Legacy.Enabled() {
+		if legacy, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.serve(ctx, lis) }()
+	go func() { done <- s.serve(ctx, lis, legacy) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &testAPI{addr: lis.Addr().String(), s: s}
+	api := &testAPI{addr: lis.Addr().String(), s: s}
+	if legacy != nil {
+		api.legacyAddr = legacy.Addr().String()
+	}
+	return api
 }
 
 // testSettings are what New makes of DefaultConfig with edits, but for the Workspace kind,

@@ -116,40 +116,77 @@ func newServer(cfg *settings, tokens *tokenStore, w *workspaces) *Server {
 func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends, then stops gracefully: running calls get stopTimeout to finish.
+// With the legacy listener on, it serves that too, and either failing stops both.
 func (s *Server) Start(ctx context.Context) error {
 	lis, err := net.Listen("tcp", s.cfg.Address)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Address, err)
 	}
-	return s.serve(ctx, lis)
+	var legacy net.Listener
+	if s.cfg.Legacy.Enabled() {
+		if legacy, err = net.Listen("tcp", s.cfg.Legacy.Address); err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("listening on %s for the legacy CloudIdeService: %w", s.cfg.Legacy.Address, err)
+		}
+	}
+	return s.serve(ctx, lis, legacy)
 }
 
-// serve serves on lis until ctx ends.
-func (s *Server) serve(ctx context.Context, lis net.Listener) error {
+// listener is a gRPC server and where it serves.
+type listener struct {
+	srv  *grpc.Server
+	lis  net.Listener
+	what string
+}
+
+// serve serves the API on lis and, unless it is nil, the legacy CloudIdeService on legacy,
+// until ctx ends or one of them fails.
+func (s *Server) serve(ctx context.Context, lis, legacy net.Listener) error {
 	log := ctrl.Log.WithName("grpc")
 	srv, err := s.grpcServer(ctx)
 	if err != nil {
 		_ = lis.Close()
+		if legacy != nil {
+			_ = legacy.Close()
+		}
 		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(newLimitListener(lis, s.cfg.Conn.MaxConnections, log)) }()
-	log.Info("serving the workspace API", "address", lis.Addr().String(), "maxConnections", s.cfg.Conn.MaxConnections,
-		"maxCallsInFlightPerUser", s.cfg.Quota.MaxCallsInFlight, "writesPerMinutePerUser", s.cfg.Quota.WritesPerMinute)
+	all := []listener{{srv, lis, "the workspace API"}}
+	if legacy != nil {
+		all = append(all, listener{s.legacyServer(), legacy, "the legacy CloudIdeService, in plaintext, as user " + s.cfg.Legacy.User})
+	}
+	errc := make(chan error, len(all))
+	for _, l := range all {
+		go func() { errc <- l.srv.Serve(newLimitListener(l.lis, s.cfg.Conn.MaxConnections, log)) }()
+		log.Info("serving "+l.what, "address", l.lis.Addr().String(), "maxConnections", s.cfg.Conn.MaxConnections,
+			"maxCallsInFlightPerUser", s.cfg.Quota.MaxCallsInFlight, "writesPerMinutePerUser", s.cfg.Quota.WritesPerMinute)
+	}
 	select {
-	case err := <-errc:
-		return fmt.Errorf("serving gRPC: %w", err)
+	case err = <-errc:
+		err = fmt.Errorf("serving gRPC: %w", err)
 	case <-ctx.Done():
 	}
+	s.stop(all)
+	log.Info("stopped the workspace API")
+	return err
+}
+
+// stop stops every server gracefully, at once; calls still running after stopTimeout are cut.
+func (s *Server) stop(all []listener) {
 	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
+	go func() {
+		for _, l := range all {
+			l.srv.GracefulStop()
+		}
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(s.stopTimeout):
-		srv.Stop()
+		for _, l := range all {
+			l.srv.Stop()
+		}
 	}
-	log.Info("stopped the workspace API")
-	return nil
 }
 
 // grpcServer is the server with its services and limits; its certificate is watched until ctx ends.
@@ -170,6 +207,19 @@ func (s *Server) grpcServer(ctx context.Context) (*grpc.Server, error) {
 	reflection.Register(srv)
 	go func() { <-ctx.Done(); hs.Shutdown() }()
 	return srv, nil
+}
+
+// legacyServer serves the legacy CloudIdeService alone, in plaintext, every call as the
+// configured user: the tutorial's web backend dials without TLS or token. Nothing else is
+// served on it: no v1 API, no health, no reflection.
+func (s *Server) legacyServer() *grpc.Server {
+	user := s.cfg.Legacy.User
+	actAs := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return handler(context.WithValue(ctx, userKey{}, user), req)
+	}
+	srv := grpc.NewServer(append(s.connOptions(), grpc.ChainUnaryInterceptor(actAs, s.limits.unary))...)
+	pb.RegisterCloudIdeServiceServer(srv, &legacyService{w: s.w})
+	return srv
 }
 
 // connOptions bound what a connection holds before its calls are authenticated: they cost

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -35,8 +36,9 @@ import (
 // the API server, and an index of the same name in the cache.
 const ownerField = "spec.owner"
 
-// maxNameLength leaves room for the children's suffixes ("-home") in a 63-character name.
-const maxNameLength = 45
+// maxNameLength is a DNS label's, the Workspace's own (its Service's name): the children
+// whose names add a suffix ("-home", "-access") are kinds whose names may be longer.
+const maxNameLength = validation.DNS1123LabelMaxLength
 
 var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -559,6 +561,11 @@ func toStatus(err error, doing string) error {
 	if _, ok := status.FromError(err); ok {
 		return err // already a gRPC status
 	}
+	if ns, ok := missingNamespace(err); ok {
+		// Not the caller's to fix: say who can.
+		return status.Errorf(codes.FailedPrecondition, "%s: the namespace %s, which the API serves, does not exist: an admin must create it (README, \"After the install\")",
+			doing, ns)
+	}
 	code := codes.Internal
 	var undecodable *undecodableError
 	switch {
@@ -582,4 +589,16 @@ func toStatus(err error, doing string) error {
 		code = codes.Unavailable
 	}
 	return status.Errorf(code, "%s: %v", doing, err)
+}
+
+// missingNamespace returns the namespace whose absence err reports.
+func missingNamespace(err error) (string, bool) {
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return "", false
+	}
+	if d := st.Status().Details; d != nil && d.Kind == "namespaces" {
+		return d.Name, true
+	}
+	return "", false
 }

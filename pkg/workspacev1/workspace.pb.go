@@ -88,7 +88,7 @@ func (WorkspaceEvent_Type) EnumDescriptor() ([]byte, []int) {
 // A workspace as the API shows it. On create, the fields marked "out" are ignored.
 type Workspace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Name, unique in its namespace: a DNS label of at most 45 characters.
+	// Name, unique in its namespace: a DNS label (at most 63 characters).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Namespace; the server's default when empty.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`

@@ -90,12 +90,15 @@ func wantCode(t *testing.T, err error, code codes.Code, msgPart string) {
 	}
 }
 
-// TestLegacyClientCreatesAndWaits uses the client generated from the legacy CloudIdeService's service.proto.
+// TestLegacyClientCreatesAndWaits uses the client generated from the legacy CloudIdeService's
+// service.proto, with a name as the tutorial's web backend makes them: "ws-", its user's and
+// its space's ids (24 hex digits each).
 func TestLegacyClientCreatesAndWaits(t *testing.T) {
 	seed := pb.NewCloudIdeServiceClient(apiConn(t))
 	ctx := as(t, "alice", 2*time.Minute)
+	name := "ws-63dfc0b1a4e5f6a7b8c9d0e1-63dfc0b1a4e5f6a7b8c9d0e2"
 	info, err := seed.CreateSpaceAndWaitForRunning(ctx, &pb.PodInfo{
-		Name: "seed-go", Namespace: workspaceNS, Image: "mangohow/code-server-go1.19:v0.1", Port: 9999,
+		Name: name, Namespace: workspaceNS, Image: "mangohow/code-server-go1.19:v0.1", Port: 9999,
 		ResourceLimit: &pb.ResourceLimit{Cpu: "1", Memory: "1Gi", Storage: "2Gi"},
 	})
 	if err != nil {
@@ -104,7 +107,7 @@ func TestLegacyClientCreatesAndWaits(t *testing.T) {
 	if !strings.HasPrefix(info.GetNodeName(), "dev-node-") || info.GetIp() == "" || info.GetPort() != 9999 {
 		t.Errorf("space info = %+v, want a fake node, an IP and port 9999", info)
 	}
-	q := &pb.QueryOption{Name: "seed-go", Namespace: workspaceNS}
+	q := &pb.QueryOption{Name: name, Namespace: workspaceNS}
 	st, err := seed.GetPodSpaceStatus(ctx, q)
 	if err != nil || st.GetStatus() != 1 || st.GetMessage() != "Running" {
 		t.Errorf("getPodSpaceStatus = %+v, %v; want 1/Running", st, err)
@@ -126,11 +129,13 @@ func TestLegacyClientCreatesAndWaits(t *testing.T) {
 	})
 }
 
-// TestWorkspaceServiceCalls walks the richer API through every call while a Watch follows.
+// TestWorkspaceServiceCalls walks the richer API through every call while a Watch follows, on
+// a workspace whose name is as long as a DNS label (63 characters).
 func TestWorkspaceServiceCalls(t *testing.T) {
 	api := workspacev1.NewWorkspaceServiceClient(apiConn(t))
 	ctx := as(t, "bob", 3*time.Minute)
-	watch, err := api.Watch(ctx, &workspacev1.WatchWorkspacesRequest{Namespace: workspaceNS, Name: "bob-api"})
+	name := "bob-api-" + strings.Repeat("x", 54) + "1"
+	watch, err := api.Watch(ctx, &workspacev1.WatchWorkspacesRequest{Namespace: workspaceNS, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,11 +151,11 @@ func TestWorkspaceServiceCalls(t *testing.T) {
 		}
 	}()
 
-	ws, err := api.Create(ctx, &workspacev1.CreateWorkspaceRequest{Wait: true, Workspace: &workspacev1.Workspace{Name: "bob-api", Cpu: "500m", Memory: "1Gi"}})
+	ws, err := api.Create(ctx, &workspacev1.CreateWorkspaceRequest{Wait: true, Workspace: &workspacev1.Workspace{Name: name, Cpu: "500m", Memory: "1Gi"}})
 	if err != nil || ws.GetPhase() != "Running" || ws.GetOwner() != "bob" || ws.GetNamespace() != workspaceNS {
 		t.Fatalf("Create(wait) = %+v, %v", ws, err)
 	}
-	ref := &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: "bob-api"}
+	ref := &workspacev1.WorkspaceRef{Namespace: workspaceNS, Name: name}
 	if got, err := api.Get(ctx, ref); err != nil || got.GetNodeName() == "" || got.GetPodIp() == "" || got.GetCpu() != "500m" {
 		t.Errorf("Get = %+v, %v", got, err)
 	}
@@ -285,6 +290,7 @@ func TestInvalidInputNamesTheField(t *testing.T) {
 		field string
 	}{
 		{&workspacev1.Workspace{Name: "Bad_Name"}, "workspace.name"},
+		{&workspacev1.Workspace{Name: "longer-than-a-dns-label-" + strings.Repeat("x", 40)}, "workspace.name"},
 		{&workspacev1.Workspace{Name: "ok", Cpu: "lots"}, "workspace.cpu"},
 		{&workspacev1.Workspace{Name: "ok", Port: 80}, "workspace.port"},
 		{&workspacev1.Workspace{Name: "ok", Namespace: "kube-system"}, "workspace.namespace"},

@@ -26,6 +26,8 @@ var (
 	// grpcAddr and grpcTLS are where the operator serves the workspace API, and its CA.
 	grpcAddr string
 	grpcTLS  framework.TLSFiles
+	// legacyAddr is the operator's plaintext legacy listener, acting as legacyUser.
+	legacyAddr string
 	// restartOperator stops the operator and starts it again with the same flags, and extra
 	// ones after them (a later flag wins).
 	restartOperator func(ctx context.Context, extra ...string) error
@@ -44,7 +46,12 @@ var tokens = map[string]string{"alice": "tok-alice-4f1c", "bob": "tok-bob-9a2e",
 var testdata = filepath.Join(framework.RepoRoot(), "test", "testdata")
 
 const (
-	workspaceNS  = "cloudspace-workspaces"
+	workspaceNS = "cloudspace-workspaces"
+	// seedNS is the namespace the tutorial's web backend creates its workspaces in (a constant
+	// of its code), served too.
+	seedNS = "cloud-ide"
+	// legacyUser is who the legacy listener's calls are.
+	legacyUser   = "portal"
 	operatorNS   = "cloudspace-operator-system"
 	tokensSecret = "cloudspace-api-tokens"
 )
@@ -166,7 +173,7 @@ func webhookSetUp(ctx context.Context, work string) ([]string, error) {
 // grpcSetUp creates the namespaces and the token Secret and a TLS certificate, and returns
 // the operator flags that serve the workspace API with them.
 func grpcSetUp(ctx context.Context, work string) ([]string, error) {
-	for _, ns := range []string{workspaceNS, operatorNS} {
+	for _, ns := range []string{workspaceNS, seedNS, operatorNS} {
 		if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return nil, err
 		}
@@ -184,13 +191,18 @@ func grpcSetUp(ctx context.Context, work string) ([]string, error) {
 		return nil, err
 	}
 	grpcAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	if port, err = framework.FreePort(); err != nil {
+		return nil, err
+	}
+	legacyAddr = fmt.Sprintf("127.0.0.1:%d", port)
 	return []string{
 		"--zap-log-level=debug",
 		"--grpc-bind-address=" + grpcAddr,
 		"--grpc-tls-cert-file=" + grpcTLS.Cert, "--grpc-tls-key-file=" + grpcTLS.Key,
 		"--grpc-token-secret=" + operatorNS + "/" + tokensSecret,
 		"--workspace-access-key-secret=" + operatorNS + "/cloudspace-workspace-access-key",
-		"--workspace-namespaces=" + workspaceNS,
+		"--workspace-namespaces=" + workspaceNS + "," + seedNS,
+		"--grpc-legacy-bind-address=" + legacyAddr, "--grpc-legacy-user=" + legacyUser,
 		"--quota-max-workspaces=3", "--quota-max-running=2", "--grpc-max-wait=2m",
 		fmt.Sprintf("--quota-max-watches=%d", e2eMaxWatches), "--quota-max-storage=" + e2eMaxStorage,
 		// The suite's few users make more writes a minute than a person would; make abuse checks

@@ -121,7 +121,8 @@ func claims(u *unstructured.Unstructured, host string) error {
 }
 
 // TestTenancyNetworkPoliciesAreAccepted: the egress policies the charts render for a workspace
-// and a VM, and the workspace API's policy in config/default, are accepted by the API server.
+// and a VM, the workspace API's policy in config/default and the legacy listener's in
+// config/legacy-api, are accepted by the API server.
 // (No CNI enforces them here: what they allow is tested on the rendered objects, in
 // controllers/egress_test.go.)
 func TestTenancyNetworkPoliciesAreAccepted(t *testing.T) {
@@ -143,16 +144,18 @@ func TestTenancyNetworkPoliciesAreAccepted(t *testing.T) {
 		})
 	}
 
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "default", "grpc_networkpolicy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := &networkingv1.NetworkPolicy{}
-	if err := yaml.UnmarshalStrict(data, api); err != nil {
-		t.Fatal(err)
-	}
-	api.Namespace = ns
-	if err := k8sClient.Create(context.Background(), api); err != nil {
-		t.Fatalf("the API server refuses the workspace API's NetworkPolicy: %v", err)
+	for _, file := range []string{"default/grpc_networkpolicy.yaml", "legacy-api/legacy_networkpolicy.yaml"} {
+		data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := &networkingv1.NetworkPolicy{}
+		if err := yaml.UnmarshalStrict(data, api); err != nil {
+			t.Fatal(err)
+		}
+		api.Namespace = ns
+		if err := k8sClient.Create(context.Background(), api); err != nil {
+			t.Fatalf("the API server refuses config/%s: %v", file, err)
+		}
 	}
 }
