@@ -108,6 +108,9 @@ const (
 	// once it has left every selector, so operators sharded by selector never touch each
 	// other's CRs.
 	ServedByAnnotation = "infra.cloudspace.dev/served-by"
+	// RequestedByAnnotation names the cluster user who created a Workspace through the
+	// workspace API for its owner (impersonation: a portal acting for a developer).
+	RequestedByAnnotation = "infra.cloudspace.dev/requested-by"
 )
 
 // Event reasons the operator records on a custom resource.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
 
 // tokenStore maps bearer tokens to users from a Secret whose keys are user names and whose
@@ -40,6 +43,10 @@ type tokenStore struct {
 	attempted time.Time                    // the last read, whether it worked or not
 	readErr   error                        // why the last read failed; nil when it worked
 	shared    string                       // the users last reported for sharing a token
+
+	// cluster identifies the tokens the Secret does not know, with the cluster's API server;
+	// nil: only the Secret's.
+	cluster *clusterAuth
 }
 
 // tokenTTL is the API's tokenStore.ttl: a rotated token takes effect within 10 s, and an
@@ -125,6 +132,15 @@ func digestsOf(data map[string][]byte) (map[string][sha256.Size]byte, []string) 
 
 type userKey struct{}
 
+// actorKey holds the cluster username of a caller acting for the call's user (impersonation).
+type actorKey struct{}
+
+// actorFrom is who made a call for its user, "" when the user called themselves.
+func actorFrom(ctx context.Context) string {
+	a, _ := ctx.Value(actorKey{}).(string)
+	return a
+}
+
 // userFrom returns the authenticated user of a call.
 func userFrom(ctx context.Context) string {
 	u, _ := ctx.Value(userKey{}).(string)
@@ -141,26 +157,81 @@ func (t *tokenStore) authenticate(ctx context.Context, method string) (context.C
 		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	token, err := bearerToken(md)
+	if err != nil {
+		return nil, err
+	}
+	impersonate := md.Get(workspacev1.ImpersonateUserMetadata)
+	user, staticErr := t.userFor(token)
+	if user != "" {
+		if len(impersonate) > 0 {
+			return nil, status.Error(codes.PermissionDenied, "only a cluster identity may act for another user: the token Secret's users cannot")
+		}
+		return context.WithValue(ctx, userKey{}, user), nil
+	}
+	if t.cluster == nil {
+		return nil, staticAnswer(staticErr)
+	}
+	id, err := t.cluster.identify(ctx, token)
+	switch {
+	case errors.Is(err, errTooManyReviews):
+		return nil, status.Error(codes.Unavailable, "too many new tokens at once: retry in a second")
+	case err != nil:
+		t.log.Error(err, "cannot review a token with the API server")
+		return nil, status.Error(codes.Unavailable, "cannot check tokens right now")
+	case id == nil:
+		return nil, staticAnswer(staticErr)
+	case len(impersonate) == 0:
+		return context.WithValue(ctx, userKey{}, OwnerOf(id.username)), nil
+	}
+	return t.impersonating(ctx, id, impersonate)
+}
+
+// bearerToken is the call's bearer token.
+func bearerToken(md metadata.MD) (string, error) {
 	values := md.Get("authorization")
 	if len(values) != 1 {
-		return nil, status.Error(codes.Unauthenticated, "missing authorization metadata: send \"authorization: Bearer <token>\"")
+		return "", status.Error(codes.Unauthenticated, "missing authorization metadata: send \"authorization: Bearer <token>\"")
 	}
 	token, ok := strings.CutPrefix(values[0], "Bearer ")
 	if !ok || token == "" {
-		return nil, status.Error(codes.Unauthenticated, "authorization must be \"Bearer <token>\"")
+		return "", status.Error(codes.Unauthenticated, "authorization must be \"Bearer <token>\"")
 	}
-	user, err := t.userFor(token)
-	if apierrors.IsNotFound(err) {
+	return token, nil
+}
+
+// staticAnswer is the answer to a token neither the token Secret nor the cluster knows, err
+// being why the Secret could not say (nil: it could).
+func staticAnswer(err error) error {
+	switch {
+	case err == nil:
+		return status.Error(codes.Unauthenticated, "unknown token")
+	case apierrors.IsNotFound(err):
 		// The Secret's name is the admin's business, not a caller's.
-		return nil, status.Error(codes.Unavailable, "the API has no users yet: an admin must create its token Secret (README, \"After the install\")")
+		return status.Error(codes.Unavailable, "the API has no users yet: an admin must create its token Secret (README, \"After the install\")")
 	}
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, "cannot check tokens right now")
+	return status.Error(codes.Unavailable, "cannot check tokens right now")
+}
+
+// impersonating is the call as the user the caller names, when the cluster lets the caller
+// impersonate them (Kubernetes' own rule, as for kubectl --as): the workspaces, quotas and
+// limits are then the user's, and the caller is kept for the record (actorFrom).
+func (t *tokenStore) impersonating(ctx context.Context, caller *clusterIdentity, users []string) (context.Context, error) {
+	if len(users) != 1 || users[0] == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "%s must name one user", workspacev1.ImpersonateUserMetadata)
 	}
-	if user == "" {
-		return nil, status.Error(codes.Unauthenticated, "unknown token")
+	allowed, err := t.cluster.mayImpersonate(ctx, caller, users[0])
+	switch {
+	case errors.Is(err, errTooManyReviews):
+		return nil, status.Error(codes.Unavailable, "too many new callers at once: retry in a second")
+	case err != nil:
+		t.log.Error(err, "cannot review an impersonation with the API server", "caller", caller.username, "user", users[0])
+		return nil, status.Error(codes.Unavailable, "cannot check impersonation right now")
+	case !allowed:
+		return nil, status.Errorf(codes.PermissionDenied, "%s may not impersonate user %q (the cluster's RBAC: verb impersonate on users)", caller.username, users[0])
 	}
-	return context.WithValue(ctx, userKey{}, user), nil
+	ctx = context.WithValue(ctx, actorKey{}, caller.username)
+	return context.WithValue(ctx, userKey{}, OwnerOf(users[0])), nil
 }
 
 func (t *tokenStore) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -78,6 +78,11 @@ type TokenConfig struct {
 	// MaxStaleness is how long the last tokens read are served while the Secret cannot be
 	// read; after it every call is Unavailable. It is at least tokenTTL.
 	MaxStaleness time.Duration
+	// ReviewsPerSecond bounds the TokenReviews and SubjectAccessReviews the API asks the
+	// cluster's API server for, to identify tokens the Secret does not know (a ServiceAccount's,
+	// the cluster's OIDC users') and to decide impersonation; answers are kept reviewTTL. 0
+	// accepts only the Secret's tokens.
+	ReviewsPerSecond int
 }
 
 // QuotaConfig bounds each authenticated user: what they hold (workspaces, volumes, Watch
@@ -129,7 +134,10 @@ func DefaultConfig() Config {
 		Namespaces: "cloudspace-workspaces",
 		MaxWait:    5 * time.Minute,
 		TLS:        TLSConfig{ReloadInterval: 10 * time.Second},
-		Tokens:     TokenConfig{Secret: "cloudspace-operator-system/cloudspace-api-tokens", MaxStaleness: 5 * time.Minute},
+		// 20 reviews a second, in bursts of 40: a portal's 100 users all new at once are
+		// identified within 3 s; a flood of made-up tokens costs the API server no more.
+		Tokens: TokenConfig{Secret: "cloudspace-operator-system/cloudspace-api-tokens", MaxStaleness: 5 * time.Minute,
+			ReviewsPerSecond: 20},
 		// A user's calls: 16 at once (4 Watch streams, a wait on each of 5 workspaces, reads);
 		// 30 writes a minute in bursts of 10 (start or stop every workspace at once, twice).
 		Quota: QuotaConfig{MaxWorkspaces: 5, MaxRunning: 2, MaxRetainedVolumes: 3, MaxStorage: "0",

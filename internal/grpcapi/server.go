@@ -55,6 +55,9 @@ const drainTimeout = 10 * time.Second
 // +kubebuilder:rbac:groups=infra.cloudspace.dev,resources=workspaces,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list
+// It asks the API server who a token is, and whether its holder may act for a user.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Server is the gRPC server, run by the manager (it serves on every replica).
 type Server struct {
@@ -83,6 +86,9 @@ func New(mgr ctrl.Manager, cfg Config, kind WorkspaceKind) (*Server, error) {
 	}
 	tokens := &tokenStore{reader: mgr.GetAPIReader(), secret: set.tokenSecret, ttl: tokenTTL, maxStaleness: cfg.Tokens.MaxStaleness,
 		now: time.Now, log: mgr.GetLogger().WithName("grpc-tokens")}
+	if cfg.Tokens.ReviewsPerSecond > 0 {
+		tokens.cluster = newClusterAuth(mgr.GetClient(), reviewTTL, cfg.Tokens.ReviewsPerSecond, time.Now)
+	}
 	// The cache, not the manager's client: that reads unstructured objects around it.
 	w := newWorkspaces(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), n, set,
 		newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), set.tokenSecret.Namespace))

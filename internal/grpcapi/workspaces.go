@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
@@ -252,6 +253,10 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	ws := sp.object(user)
 	request := rand.Text()
 	ws.Annotations = map[string]string{createRequestAnnotation: request}
+	if actor := actorFrom(ctx); actor != "" {
+		ws.Annotations[infrav1alpha1.RequestedByAnnotation] = actor
+		ctrl.Log.WithName("grpc").Info("creating a workspace for a user", "workspace", ws.Namespace+"/"+ws.Name, "user", user, "requestedBy", actor)
+	}
 	key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
 	// Subscribe before creating, so that the Running event cannot be missed.
 	poke, stop := w.notifier.subscribe(func(o *infrav1alpha1.Workspace) bool { return o.Namespace == key.Namespace && o.Name == key.Name })

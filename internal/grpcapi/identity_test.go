@@ -1,0 +1,161 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+)
+
+func TestOwnerOf(t *testing.T) {
+	cases := map[string]string{
+		"alice":                            "alice",
+		"dev.bob_2":                        "dev.bob_2",
+		"system:serviceaccount:web:portal": "system-serviceaccount-web-portal-h",
+		"Alice@Example.com":                "alice-example.com-h",
+		"bob-h0123456789abcdef":            "bob-h0123456789abcdef-h", // looks mapped: mapped again
+		"":                                 "user-h",
+		"élodie":                           "lodie-h",
+		strings.Repeat("a", 64):            strings.Repeat("a", 44) + "-h",
+	}
+	seen := map[string]string{}
+	for name, wantPrefix := range cases {
+		got := OwnerOf(name)
+		if got != wantPrefix && (!strings.HasPrefix(got, wantPrefix) || !strings.HasSuffix(wantPrefix, "-h") || len(got) != len(wantPrefix)+16) {
+			t.Errorf("OwnerOf(%q) = %q, want %q (and 16 hex digits when it ends in -h)", name, got, wantPrefix)
+		}
+		if len(got) > 63 || !ownerPattern.MatchString(got) || len(validation.IsValidLabelValue(got)) > 0 {
+			t.Errorf("OwnerOf(%q) = %q is no valid owner", name, got)
+		}
+		if other, ok := seen[got]; ok {
+			t.Errorf("OwnerOf(%q) = OwnerOf(%q) = %q", name, other, got)
+		}
+		seen[got] = name
+		if again := OwnerOf(name); again != got {
+			t.Errorf("OwnerOf(%q) is %q, then %q", name, got, again)
+		}
+	}
+	// Two usernames that differ only where the mapping puts '-' still have owners of their own.
+	if a, b := OwnerOf("a:b"), OwnerOf("a/b"); a == b || OwnerOf("a-b") == a {
+		t.Errorf("a:b, a/b and a-b share an owner: %q, %q, %q", a, b, OwnerOf("a-b"))
+	}
+}
+
+// reviewer is a fake API server answering reviews: tokens it knows, impersonations it allows,
+// and how many reviews it was asked for.
+type reviewer struct {
+	users   map[string]string // token → username
+	allowed map[string]bool   // "caller>user" → allowed
+	reviews int
+}
+
+func (r *reviewer) client() client.Client {
+	return fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			r.reviews++
+			switch o := obj.(type) {
+			case *authenticationv1.TokenReview:
+				if u, ok := r.users[o.Spec.Token]; ok {
+					o.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: u}}
+				}
+			case *authorizationv1.SubjectAccessReview:
+				o.Status.Allowed = r.allowed[o.Spec.User+">"+o.Spec.ResourceAttributes.Name] && o.Spec.ResourceAttributes.Verb == "impersonate" &&
+					o.Spec.ResourceAttributes.Resource == "users"
+			default:
+				return errors.New("not a review")
+			}
+			return nil
+		},
+	}).Build()
+}
+
+// TestClusterAuthKeepsAnswersAndBoundsReviews: a token and an impersonation cost one review
+// per reviewTTL each, a refused token too, and reviews past the rate are refused, not asked.
+func TestClusterAuthKeepsAnswersAndBoundsReviews(t *testing.T) {
+	r := &reviewer{users: map[string]string{"sa-token": "system:serviceaccount:web:portal"}, allowed: map[string]bool{"system:serviceaccount:web:portal>alice": true}}
+	now := time.Unix(1000, 0)
+	a := newClusterAuth(r.client(), reviewTTL, 2, func() time.Time { return now })
+	ctx := context.Background()
+	for range 3 {
+		id, err := a.identify(ctx, "sa-token")
+		if err != nil || id == nil || id.username != "system:serviceaccount:web:portal" {
+			t.Fatalf("identify = %+v, %v", id, err)
+		}
+		if ok, err := a.mayImpersonate(ctx, id, "alice"); !ok || err != nil {
+			t.Fatalf("may impersonate alice = %v, %v", ok, err)
+		}
+		if ok, err := a.mayImpersonate(ctx, id, "bob"); ok || err != nil {
+			t.Fatalf("may impersonate bob = %v, %v", ok, err)
+		}
+	}
+	if r.reviews != 3 {
+		t.Errorf("%d reviews for three rounds of the same calls, want 3 (one each)", r.reviews)
+	}
+	if id, err := a.identify(ctx, "made-up"); id != nil || err != nil {
+		t.Errorf("a made-up token: %+v, %v; want refused", id, err)
+	}
+	// The burst (4) is spent: another new token is not reviewed at all.
+	if _, err := a.identify(ctx, "made-up-2"); !errors.Is(err, errTooManyReviews) || r.reviews != 4 {
+		t.Errorf("past the rate: %v after %d reviews, want errTooManyReviews after 4", err, r.reviews)
+	}
+	// An answer kept past reviewTTL is asked again (the rate has refilled meanwhile).
+	now = now.Add(reviewTTL)
+	if id, err := a.identify(ctx, "sa-token"); id == nil || err != nil || r.reviews != 5 {
+		t.Errorf("after reviewTTL: %+v, %v after %d reviews, want it reviewed again (5)", id, err, r.reviews)
+	}
+}
+
+// TestAuthenticateClusterIdentities: a token the Secret does not know is the cluster's user it
+// names; a cluster identity acts for another user only where the cluster allows it, and a
+// token Secret user never does.
+func TestAuthenticateClusterIdentities(t *testing.T) {
+	r := &reviewer{users: map[string]string{"sa-token": "system:serviceaccount:web:portal", "dev-token": "dev"},
+		allowed: map[string]bool{"system:serviceaccount:web:portal>alice": true}}
+	secret := fake.NewClientBuilder().WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "tokens"},
+		Data: map[string][]byte{"bob": []byte("b-token")}}).Build()
+	ts := newTestStore(secret, time.Now)
+	ts.cluster = newClusterAuth(r.client(), reviewTTL, 100, time.Now)
+	call := func(md ...string) (context.Context, error) {
+		return ts.authenticate(metadata.NewIncomingContext(context.Background(), metadata.Pairs(md...)), "/cloudspace.v1.WorkspaceService/List")
+	}
+	cases := []struct {
+		md          []string
+		user, actor string
+		code        codes.Code
+	}{
+		{[]string{"authorization", "Bearer b-token"}, "bob", "", codes.OK},
+		{[]string{"authorization", "Bearer dev-token"}, "dev", "", codes.OK},
+		{[]string{"authorization", "Bearer sa-token"}, OwnerOf("system:serviceaccount:web:portal"), "", codes.OK},
+		{[]string{"authorization", "Bearer sa-token", workspacev1.ImpersonateUserMetadata, "alice"}, "alice", "system:serviceaccount:web:portal", codes.OK},
+		{[]string{"authorization", "Bearer sa-token", workspacev1.ImpersonateUserMetadata, "carol"}, "", "", codes.PermissionDenied},
+		{[]string{"authorization", "Bearer dev-token", workspacev1.ImpersonateUserMetadata, "alice"}, "", "", codes.PermissionDenied},
+		{[]string{"authorization", "Bearer b-token", workspacev1.ImpersonateUserMetadata, "alice"}, "", "", codes.PermissionDenied},
+		{[]string{"authorization", "Bearer sa-token", workspacev1.ImpersonateUserMetadata, "alice", workspacev1.ImpersonateUserMetadata, "bob"}, "", "", codes.InvalidArgument},
+		{[]string{"authorization", "Bearer made-up"}, "", "", codes.Unauthenticated},
+	}
+	for _, tc := range cases {
+		ctx, err := call(tc.md...)
+		var user, actor string
+		if err == nil {
+			user, actor = userFrom(ctx), actorFrom(ctx)
+		}
+		if status.Code(err) != tc.code || user != tc.user || actor != tc.actor {
+			t.Errorf("%v: %v (user %q, actor %q), want %s as %q for %q", tc.md, err, user, actor, tc.code, tc.user, tc.actor)
+		}
+	}
+}
