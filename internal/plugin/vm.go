@@ -42,32 +42,40 @@ raising its spec.startRequests.`,
 	return cmd
 }
 
-// startVM raises the VM's spec.startRequests, conditional on the version read (a conflict reads
-// it again), which starts a VM the operator stopped; it says so, or why nothing will run.
+// startVM starts a VM the operator stopped (requestStart); it says so, or why nothing will run.
 func startVM(ctx context.Context, vms dynamic.ResourceInterface, name string, out io.Writer) error {
-	var vm *unstructured.Unstructured
+	vm, err := requestStart(ctx, vms, "virtualmachine", name, out)
+	if err == nil {
+		if strategy, _, _ := unstructured.NestedString(vm.Object, "spec", "runStrategy"); strategy == "Halted" {
+			fmt.Fprintf(out, "note: its runStrategy is Halted, which keeps it stopped: set it to Always to run it\n")
+		}
+	}
+	return err
+}
+
+// requestStart raises the spec.startRequests of the object of that kind, conditional on the
+// version read (a conflict reads it again), which starts one the operator stopped, and says so.
+func requestStart(ctx context.Context, objs dynamic.ResourceInterface, kind, name string, out io.Writer) (*unstructured.Unstructured, error) {
+	var obj *unstructured.Unstructured
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		current, err := vms.Get(ctx, name, metav1.GetOptions{})
+		current, err := objs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		n, _, _ := unstructured.NestedInt64(current.Object, "spec", "startRequests")
 		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"startRequests":%d}}`, current.GetResourceVersion(), n+1)
-		vm, err = vms.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		obj, err = objs.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	})
 	switch {
 	case apierrors.IsNotFound(err):
-		return withCode(ExitNotFound, "virtualmachine %q not found", name)
+		return nil, withCode(ExitNotFound, "%s %q not found", kind, name)
 	case apierrors.IsForbidden(err):
-		return withCode(ExitDenied, "%w", err)
+		return nil, withCode(ExitDenied, "%w", err)
 	case err != nil:
-		return withCode(ExitFailed, "starting virtualmachine %q: %w", name, err)
+		return nil, withCode(ExitFailed, "starting %s %q: %w", kind, name, err)
 	}
-	n, _, _ := unstructured.NestedInt64(vm.Object, "spec", "startRequests")
-	fmt.Fprintf(out, "virtualmachine/%s: start requested (spec.startRequests %d)\n", name, n)
-	if strategy, _, _ := unstructured.NestedString(vm.Object, "spec", "runStrategy"); strategy == "Halted" {
-		fmt.Fprintf(out, "note: its runStrategy is Halted, which keeps it stopped: set it to Always to run it\n")
-	}
-	return nil
+	n, _, _ := unstructured.NestedInt64(obj.Object, "spec", "startRequests")
+	fmt.Fprintf(out, "%s/%s: start requested (spec.startRequests %d)\n", kind, name, n)
+	return obj, nil
 }

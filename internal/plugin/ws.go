@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
@@ -40,9 +42,12 @@ func newWorkspaceCommand(g *globals) *cobra.Command {
 	o := &wsOptions{globals: g}
 	cmd := &cobra.Command{
 		Use:   "ws",
-		Short: "List, start, stop and open your workspaces through the workspace API",
+		Short: "Create, list, start, stop and open your workspaces through the workspace API",
 		Long: `Your workspaces, through the operator's workspace gRPC API (cloudspace.v1.WorkspaceService),
-as the user whose token you give: the API shows and changes only workspaces you own.`,
+as the user whose token you give, or your kubeconfig's when you give none (a ServiceAccount's or
+an OIDC token the cluster accepts): the API shows and changes only workspaces you own.
+Without an API address, "ws start NAME" starts a workspace the operator stopped with your own
+Kubernetes rights instead, raising its spec.startRequests in the kubeconfig's namespace.`,
 	}
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.api, "api", os.Getenv(EnvAPI), "the workspace API's address, host:port (env "+EnvAPI+")")
@@ -53,6 +58,7 @@ as the user whose token you give: the API shows and changes only workspaces you 
 	f.StringVar(&o.namespace, "ws-namespace", "", "the workspaces' namespace (default: the API's first)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long a call may take (start --wait: how long to wait)")
 	cmd.AddCommand(
+		o.createCommand(),
 		&cobra.Command{Use: "list", Short: "List your workspaces", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd.Context()) }},
 		o.startCommand(),
@@ -65,10 +71,66 @@ as the user whose token you give: the API shows and changes only workspaces you 
 
 func (o *wsOptions) startCommand() *cobra.Command {
 	var wait bool
-	cmd := &cobra.Command{Use: "start NAME", Short: "Start a stopped workspace", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.start(cmd.Context(), args[0], wait) }}
+	cmd := &cobra.Command{Use: "start NAME", Short: "Start a stopped workspace (without --api: with your Kubernetes rights)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.api == "" {
+				return o.startWithKubernetesRights(cmd.Context(), args[0])
+			}
+			return o.start(cmd.Context(), args[0], wait)
+		}}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the IDE is running (within --timeout)")
 	return cmd
+}
+
+func (o *wsOptions) createCommand() *cobra.Command {
+	var (
+		ws   workspacev1.Workspace
+		wait bool
+	)
+	cmd := &cobra.Command{Use: "create NAME", Short: "Create a workspace, running; the API's defaults fill what is not given", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws.Name, ws.Namespace = args[0], o.namespace
+			return o.printOne(cmd.Context(), func(ctx context.Context, c workspacev1.WorkspaceServiceClient) (*workspacev1.Workspace, error) {
+				return c.Create(ctx, &workspacev1.CreateWorkspaceRequest{Workspace: &ws, Wait: wait})
+			})
+		}}
+	f := cmd.Flags()
+	f.StringVar(&ws.Image, "image", "", "the IDE's image")
+	f.StringVar(&ws.Cpu, "cpu", "", "the IDE's CPU limit, e.g. 2 or 500m")
+	f.StringVar(&ws.Memory, "memory", "", "the IDE's memory limit, e.g. 4Gi")
+	f.StringVar(&ws.Storage, "storage", "", "the size of the workspace's volume, e.g. 10Gi")
+	f.StringVar(&ws.GitUrl, "git-url", "", "a repository cloned into the volume on first start (https)")
+	f.BoolVar(&ws.RetainStorage, "retain-storage", false, "keep the volume after the workspace is deleted")
+	f.StringVar(&ws.IdleTimeout, "idle-timeout", "", "stop the IDE after it is unused this long, e.g. 30m")
+	f.BoolVar(&wait, "wait", false, "wait until the IDE is running (within --timeout)")
+	return cmd
+}
+
+// workspaceResource is the operator's Workspace.
+var workspaceResource = schema.GroupVersionResource{Group: "infra.cloudspace.dev", Version: "v1alpha1", Resource: "workspaces"}
+
+// startWithKubernetesRights starts a workspace the operator stopped by raising its
+// spec.startRequests, as a user with Kubernetes rights on it and no API token does.
+func (o *wsOptions) startWithKubernetesRights(ctx context.Context, name string) error {
+	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return withCode(ExitFailed, "loading the kubeconfig: %w", err)
+	}
+	dyn, err := o.dynamicClient()
+	if err != nil {
+		return err
+	}
+	ws, err := requestStart(ctx, dyn.Resource(workspaceResource).Namespace(ns), "workspace", name, o.stdout)
+	if err == nil && !wantsRunning(ws) {
+		fmt.Fprintf(o.stdout, "note: its spec.running is false, which keeps it stopped: set it to true to run it\n")
+	}
+	return err
+}
+
+// wantsRunning reports whether a Workspace's spec.running is unset or true.
+func wantsRunning(ws *unstructured.Unstructured) bool {
+	running, found, _ := unstructured.NestedBool(ws.Object, "spec", "running")
+	return running || !found
 }
 
 // call connects to the API and runs f with a context that carries the caller's token.
@@ -108,9 +170,27 @@ func (o *wsOptions) bearer() (string, error) {
 		token = os.Getenv(EnvToken)
 	}
 	if token == "" {
-		return "", withCode(ExitUsage, "no API token: give --api-token-file FILE, --api-token, or set %s", EnvToken)
+		token = o.kubeconfigToken()
+	}
+	if token == "" {
+		return "", withCode(ExitUsage, "no API token: give --api-token-file FILE, --api-token, set %s, or use a kubeconfig whose user has a token", EnvToken)
 	}
 	return token, nil
+}
+
+// kubeconfigToken is the bearer token of the kubeconfig's user, "" when it has none (client
+// certificates, or a credential plugin, which the API cannot take).
+func (o *wsOptions) kubeconfigToken() string {
+	cfg, err := o.kube.ToRESTConfig()
+	if err != nil {
+		return ""
+	}
+	if cfg.BearerTokenFile != "" {
+		if data, err := os.ReadFile(cfg.BearerTokenFile); err == nil {
+			return strings.TrimSpace(string(data))
+		}
+	}
+	return cfg.BearerToken
 }
 
 func (o *wsOptions) credentials() (credentials.TransportCredentials, error) {

@@ -21,6 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/plugin"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
@@ -276,4 +279,65 @@ func TestPluginStartsAVM(t *testing.T) {
 	if _, code := kubectlCloudspace(t, "-n", ns, "vm", "start", "nope"); code != 5 {
 		t.Errorf("vm start of a missing VM: exit %d, want 5", code)
 	}
+}
+
+// TestPluginCreatesAndStartsWorkspaces: ws create makes a running workspace through the API;
+// with no token given the plugin calls as the kubeconfig's user (here a ServiceAccount's
+// token, a user of the API the cluster identifies); without --api, ws start raises the
+// workspace's spec.startRequests with the caller's Kubernetes rights, as vm start does.
+func TestPluginCreatesAndStartsWorkspaces(t *testing.T) {
+	ctx := context.Background()
+	out, code := kubectlCloudspace(t, wsArgs(t, "bob", "create", "bob-cli", "--cpu", "500m", "--wait", "--timeout", "2m")...)
+	if code != plugin.ExitOK || !strings.Contains(string(out), "Running") {
+		t.Fatalf("ws create: exit %d, %q", code, out)
+	}
+	ws := &infrav1alpha1.Workspace{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: workspaceNS, Name: "bob-cli"}, ws); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ws) })
+	if ws.Spec.Owner != "bob" || ws.Spec.Resources.CPU.String() != "500m" {
+		t.Errorf("the created workspace: owner %q, cpu %s; want bob's, 500m", ws.Spec.Owner, ws.Spec.Resources.CPU)
+	}
+
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cli-e2e"}})
+	kubeconfig := tokenKubeconfig(t, serviceAccountToken(t, "cli-e2e", "dev", nil))
+	args := []string{"--kubeconfig", kubeconfig, "ws", "--api", grpcAddr, "--api-ca-file", grpcTLS.CA, "list"}
+	if out, code := kubectlCloudspace(t, args...); code != plugin.ExitOK {
+		t.Errorf("ws list as the kubeconfig's ServiceAccount: exit %d, %q", code, out)
+	}
+
+	out, code = kubectlCloudspace(t, "-n", workspaceNS, "ws", "start", "bob-cli")
+	if code != plugin.ExitOK || !strings.Contains(string(out), "workspace/bob-cli: start requested (spec.startRequests 1)") {
+		t.Fatalf("ws start without --api: exit %d, %q", code, out)
+	}
+	framework.WaitFor(t, time.Minute, "the start request observed, the workspace running on", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ws), ws); err != nil {
+			return err
+		}
+		if ws.Spec.StartRequests != 1 || ws.Status.ObservedGeneration != ws.Generation || ws.Status.Phase != infrav1alpha1.WorkspaceRunning {
+			return fmt.Errorf("startRequests %d, observed generation %d of %d, %s", ws.Spec.StartRequests, ws.Status.ObservedGeneration, ws.Generation, ws.Status.Phase)
+		}
+		return nil
+	})
+	if _, code := kubectlCloudspace(t, "-n", workspaceNS, "ws", "start", "nope"); code != plugin.ExitNotFound {
+		t.Errorf("ws start of a missing workspace: exit %d, want %d", code, plugin.ExitNotFound)
+	}
+}
+
+// tokenKubeconfig is the suite's kubeconfig with its user's credentials replaced by token.
+func tokenKubeconfig(t *testing.T, token string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range cfg.AuthInfos {
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
