@@ -70,8 +70,8 @@ func startAPIReplica(t *testing.T) *grpc.ClientConn {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	var args []string
 	for _, a := range operatorArgs {
-		// The second replica serves the API only: its own gRPC address, no webhooks.
-		if !strings.HasPrefix(a, "--grpc-bind-address=") && !strings.HasPrefix(a, "--webhook-") {
+		// The second replica serves the API only: its own gRPC address, no legacy listener, no webhooks.
+		if !strings.HasPrefix(a, "--grpc-bind-address=") && !strings.HasPrefix(a, "--grpc-legacy-") && !strings.HasPrefix(a, "--webhook-") {
 			args = append(args, a)
 		}
 	}
