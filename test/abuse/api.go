@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
@@ -125,7 +127,9 @@ func firstAnswer(stream workspacev1.WorkspaceService_WatchClient) error {
 }
 
 // tokenFlood calls with wrong tokens from many workers, bounded in count and time, and counts
-// the API server's requests meanwhile: a flood must not turn into reads of the token Secret.
+// the API server's requests meanwhile: a flood must not turn into reads of the token Secret
+// (at most one per tokenSecretTTL), nor TokenReviews past their rate; each call is refused
+// (Unauthenticated, or Unavailable once the reviews' rate is spent).
 func (a *abuse) tokenFlood(ctx context.Context) (string, string, error) {
 	before, err := a.apiRequests(ctx)
 	if err != nil {
@@ -134,22 +138,33 @@ func (a *abuse) tokenFlood(ctx context.Context) (string, string, error) {
 	floodCtx, cancel := context.WithTimeout(ctx, a.o.floodFor)
 	defer cancel()
 	t := &tally{}
+	start := time.Now()
 	parallelUntil(floodCtx, a.o.workers, a.o.flood, func(i int) {
 		_, err := a.api(fmt.Sprint("flood-", i%a.o.workers)).List(a.as(floodCtx, fmt.Sprintf("wrong-%d", i)), &workspacev1.ListWorkspacesRequest{})
 		t.add(err)
 	})
+	took := time.Since(start)
 	after, err := a.apiRequests(ctx)
 	if err != nil {
 		return "", "", err
 	}
-	reads := after["secrets"] - before["secrets"]
-	answer := fmt.Sprintf("%s; API server requests %.0f, token Secret reads %.0f", t, framework.Sum(after)-framework.Sum(before), reads)
-	through := t.other(codes.Unauthenticated, "answered")
-	if reads > 0 {
-		through = fmt.Sprintf("%.0f reads of the token Secret", reads)
+	reads, reviews := after["secrets"]-before["secrets"], after["tokenreviews"]-before["tokenreviews"]
+	answer := fmt.Sprintf("%s in %.1f s; API server requests %.0f: token Secret reads %.0f, TokenReviews %.0f", t, took.Seconds(),
+		framework.Sum(after)-framework.Sum(before), reads, reviews)
+	// The API's default rate of reviews, in bursts of twice that.
+	rate := float64(grpcapi.DefaultConfig().Tokens.ReviewsPerSecond)
+	through := t.other("answered", codes.Unauthenticated, codes.Unavailable)
+	switch {
+	case reads > 1+math.Floor(took.Seconds()/tokenSecretTTL.Seconds()):
+		through = fmt.Sprintf("%.0f reads of the token Secret in %.1f s", reads, took.Seconds())
+	case reviews > 2*rate+rate*(took.Seconds()+1): // a second's slack for the two clocks
+		through = fmt.Sprintf("%.0f TokenReviews in %.1f s, over %.0f a second", reviews, took.Seconds(), rate)
 	}
 	return answer, through, nil
 }
+
+// tokenSecretTTL is how often the API reads its token Secret at most (grpcapi's tokenTTL).
+const tokenSecretTTL = 10 * time.Second
 
 // waitFlood has one user hold as many create-and-wait style calls open as it can: a stopped
 // workspace started by thousands of concurrent Start(wait=true) calls.

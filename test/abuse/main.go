@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -127,17 +128,17 @@ func (t *tally) none(code codes.Code, through string) string {
 }
 
 // other says what got through when calls ended with any code but the one expected.
-func (t *tally) other(code codes.Code, verb string) string {
+func (t *tally) other(verb string, allowed ...codes.Code) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
 	for c, k := range t.counts {
-		if c != code {
+		if !slices.Contains(allowed, c) {
 			n += k
 		}
 	}
 	if n > 0 {
-		return fmt.Sprintf("%d %s otherwise than %s", n, verb, code)
+		return fmt.Sprintf("%d %s otherwise than %v", n, verb, allowed)
 	}
 	return ""
 }

@@ -51,9 +51,10 @@ func TestAStaleWorkspaceIsReportedThenDeletedAndAStartedOneIsNot(t *testing.T) {
 	}
 	deleted := left.DeepCopy()
 	eventually(t, timeout, func() error { return gone(left) })
-	if err := eventOn(deleted, corev1.EventTypeNormal, infrav1alpha1.EventDeletedStale, "--workspace-delete-stale-after"); err != nil {
-		t.Error(err)
-	}
+	// The event is sent after the delete, by the recorder's own goroutine.
+	eventually(t, timeout, func() error {
+		return eventOn(deleted, corev1.EventTypeNormal, infrav1alpha1.EventDeletedStale, "--workspace-delete-stale-after")
+	})
 	if err := get(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "left-home"}}); err != nil {
 		t.Errorf("the volume of a stale workspace that retains it: %v", err)
 	}
@@ -129,9 +130,10 @@ func TestAKeptVolumeTakenBackByNoneIsReportedThenDeleted(t *testing.T) {
 		}
 		return nil
 	})
-	if err := eventOn(deleted, corev1.EventTypeNormal, infrav1alpha1.EventDeletedStale, "--workspace-delete-stale-after"); err != nil {
-		t.Error(err)
-	}
+	// The event is sent after the delete, by the recorder's own goroutine.
+	eventually(t, timeout, func() error {
+		return eventOn(deleted, corev1.EventTypeNormal, infrav1alpha1.EventDeletedStale, "--workspace-delete-stale-after")
+	})
 	for _, pvc := range []*corev1.PersistentVolumeClaim{backHome, mine, forged} {
 		if err := get(pvc); err != nil || pvc.Annotations[controllers.AnnotationStaleSince] != "" {
 			t.Errorf("%s: %v, annotations %v; want it kept, not reported", pvc.Name, err, pvc.Annotations)
