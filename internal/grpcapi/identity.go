@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -30,14 +31,19 @@ var errTooManyReviews = errors.New("too many token and access reviews at once")
 
 // clusterAuth asks the cluster's API server who a bearer token is (TokenReview) and whether a
 // caller may impersonate a user (SubjectAccessReview, verb impersonate on users). Each answer is
-// kept for ttl, so that a client's calls cost one review per ttl, and reviews not answered
-// from memory are bounded in rate: a flood of made-up tokens costs the API server at most that.
+// kept for ttl, so that a client's calls cost one review per ttl; calls that need the same
+// answer at once share one review; and reviews are bounded in rate, a call waiting at most
+// maxReviewWait for its place: a flood of made-up tokens costs the API server no more, and a
+// portal's first burst of calls for many users waits briefly rather than fails.
 type clusterAuth struct {
 	c       client.Client
 	ttl     time.Duration
 	limiter *rate.Limiter
 	now     func() time.Time
+	// after is time.After; tests make waits instant.
+	after func(time.Duration) <-chan time.Time
 
+	flight  singleflight.Group
 	mu      sync.Mutex
 	answers map[[sha256.Size]byte]cachedAnswer
 }
@@ -56,61 +62,99 @@ const maxCachedAnswers = 10000
 // refused within 10 s, and a client's calls cost one review per 10 s.
 const reviewTTL = 10 * time.Second
 
-// reviewTimeout bounds one review.
-const reviewTimeout = 5 * time.Second
+// reviewTimeout bounds one review; maxReviewWait, how long a call waits for a place in the rate.
+const (
+	reviewTimeout = 5 * time.Second
+	maxReviewWait = 2 * time.Second
+)
 
 func newClusterAuth(c client.Client, ttl time.Duration, perSecond int, now func() time.Time) *clusterAuth {
-	return &clusterAuth{c: c, ttl: ttl, limiter: rate.NewLimiter(rate.Limit(perSecond), 2*perSecond), now: now,
+	return &clusterAuth{c: c, ttl: ttl, limiter: rate.NewLimiter(rate.Limit(perSecond), 2*perSecond), now: now, after: time.After,
 		answers: map[[sha256.Size]byte]cachedAnswer{}}
 }
 
 // identify is who token is, or nil when the API server does not accept it.
 func (a *clusterAuth) identify(ctx context.Context, token string) (*clusterIdentity, error) {
-	key := sha256.Sum256([]byte("token\x00" + token))
-	if ans, ok := a.cached(key); ok {
-		return ans.identity, nil
-	}
-	if !a.limiter.AllowN(a.now(), 1) {
-		return nil, errTooManyReviews
-	}
-	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
-	defer cancel()
-	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
-	if err := a.c.Create(ctx, review); err != nil {
-		return nil, fmt.Errorf("reviewing a token: %w", err)
-	}
-	var id *clusterIdentity
-	if st := review.Status; st.Authenticated && st.User.Username != "" {
-		id = &clusterIdentity{username: st.User.Username, uid: st.User.UID, groups: st.User.Groups, extra: map[string]authorizationv1.ExtraValue{}}
+	ans, err := a.answer(ctx, sha256.Sum256([]byte("token\x00"+token)), func(ctx context.Context) (cachedAnswer, error) {
+		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+		if err := a.c.Create(ctx, review); err != nil {
+			return cachedAnswer{}, fmt.Errorf("reviewing a token: %w", err)
+		}
+		st := review.Status
+		if !st.Authenticated || st.User.Username == "" {
+			return cachedAnswer{}, nil
+		}
+		id := &clusterIdentity{username: st.User.Username, uid: st.User.UID, groups: st.User.Groups, extra: map[string]authorizationv1.ExtraValue{}}
 		for k, v := range st.User.Extra {
 			id.extra[k] = authorizationv1.ExtraValue(v)
 		}
-	}
-	a.keep(key, cachedAnswer{identity: id})
-	return id, nil
+		return cachedAnswer{identity: id}, nil
+	})
+	return ans.identity, err
 }
 
 // mayImpersonate is whether the cluster lets caller impersonate the user.
 func (a *clusterAuth) mayImpersonate(ctx context.Context, caller *clusterIdentity, user string) (bool, error) {
 	key := sha256.Sum256([]byte("impersonate\x00" + caller.username + "\x00" + caller.uid + "\x00" +
 		strings.Join(caller.groups, "\x00") + "\x00\x00" + user))
+	ans, err := a.answer(ctx, key, func(ctx context.Context) (cachedAnswer, error) {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: caller.username, UID: caller.uid, Groups: caller.groups, Extra: caller.extra,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: user},
+		}}
+		if err := a.c.Create(ctx, review); err != nil {
+			return cachedAnswer{}, fmt.Errorf("reviewing impersonation: %w", err)
+		}
+		return cachedAnswer{allowed: review.Status.Allowed}, nil
+	})
+	return ans.allowed, err
+}
+
+// answer is the answer kept under key, or review's, asked once for every caller that needs it
+// meanwhile and kept.
+func (a *clusterAuth) answer(ctx context.Context, key [sha256.Size]byte, review func(context.Context) (cachedAnswer, error)) (cachedAnswer, error) {
 	if ans, ok := a.cached(key); ok {
-		return ans.allowed, nil
+		return ans, nil
 	}
-	if !a.limiter.AllowN(a.now(), 1) {
-		return false, errTooManyReviews
+	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
+		if ans, ok := a.cached(key); ok {
+			return ans, nil
+		}
+		// Not the first caller's to cancel: the others wait for the same review.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		if err := a.place(ctx); err != nil {
+			return cachedAnswer{}, err
+		}
+		ans, err := review(ctx)
+		if err == nil {
+			ans = a.keep(key, ans)
+		}
+		return ans, err
+	})
+	ans, _ := v.(cachedAnswer)
+	return ans, err
+}
+
+// place takes a place in the rate of reviews, waiting for it at most maxReviewWait.
+func (a *clusterAuth) place(ctx context.Context) error {
+	now := a.now()
+	r := a.limiter.ReserveN(now, 1)
+	delay := r.DelayFrom(now)
+	if !r.OK() || delay > maxReviewWait {
+		r.CancelAt(now)
+		return errTooManyReviews
 	}
-	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
-	defer cancel()
-	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: caller.username, UID: caller.uid, Groups: caller.groups, Extra: caller.extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: user},
-	}}
-	if err := a.c.Create(ctx, review); err != nil {
-		return false, fmt.Errorf("reviewing impersonation: %w", err)
+	if delay == 0 {
+		return nil
 	}
-	a.keep(key, cachedAnswer{allowed: review.Status.Allowed})
-	return review.Status.Allowed, nil
+	select {
+	case <-a.after(delay):
+		return nil
+	case <-ctx.Done():
+		r.CancelAt(a.now())
+		return ctx.Err()
+	}
 }
 
 func (a *clusterAuth) cached(key [sha256.Size]byte) (cachedAnswer, bool) {
@@ -120,7 +164,8 @@ func (a *clusterAuth) cached(key [sha256.Size]byte) (cachedAnswer, bool) {
 	return ans, ok && a.now().Before(ans.expires)
 }
 
-func (a *clusterAuth) keep(key [sha256.Size]byte, ans cachedAnswer) {
+// keep keeps ans under key for ttl, and returns it as kept.
+func (a *clusterAuth) keep(key [sha256.Size]byte, ans cachedAnswer) cachedAnswer {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
@@ -133,6 +178,7 @@ func (a *clusterAuth) keep(key [sha256.Size]byte, ans cachedAnswer) {
 	}
 	ans.expires = now.Add(a.ttl)
 	a.answers[key] = ans
+	return ans
 }
 
 // ownerPattern is what a Workspace's spec.owner may be (its CRD's rule), at most 63 characters.

@@ -3,7 +3,10 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -61,13 +65,28 @@ func TestOwnerOf(t *testing.T) {
 type reviewer struct {
 	users   map[string]string // token → username
 	allowed map[string]bool   // "caller>user" → allowed
+	// release, when not nil, holds every review until it is closed.
+	release chan struct{}
+
+	mu      sync.Mutex
 	reviews int
+}
+
+func (r *reviewer) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reviews
 }
 
 func (r *reviewer) client() client.Client {
 	return fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			r.mu.Lock()
 			r.reviews++
+			r.mu.Unlock()
+			if r.release != nil {
+				<-r.release
+			}
 			switch o := obj.(type) {
 			case *authenticationv1.TokenReview:
 				if u, ok := r.users[o.Spec.Token]; ok {
@@ -85,11 +104,19 @@ func (r *reviewer) client() client.Client {
 }
 
 // TestClusterAuthKeepsAnswersAndBoundsReviews: a token and an impersonation cost one review
-// per reviewTTL each, a refused token too, and reviews past the rate are refused, not asked.
+// per reviewTTL each, a refused token too; past the burst a review waits for its place, up to
+// maxReviewWait, and past that it is refused, not asked.
 func TestClusterAuthKeepsAnswersAndBoundsReviews(t *testing.T) {
 	r := &reviewer{users: map[string]string{"sa-token": "system:serviceaccount:web:portal"}, allowed: map[string]bool{"system:serviceaccount:web:portal>alice": true}}
 	now := time.Unix(1000, 0)
 	a := newClusterAuth(r.client(), reviewTTL, 2, func() time.Time { return now })
+	var waited []time.Duration
+	a.after = func(d time.Duration) <-chan time.Time {
+		waited = append(waited, d)
+		c := make(chan time.Time, 1)
+		c <- now
+		return c
+	}
 	ctx := context.Background()
 	for range 3 {
 		id, err := a.identify(ctx, "sa-token")
@@ -103,20 +130,54 @@ func TestClusterAuthKeepsAnswersAndBoundsReviews(t *testing.T) {
 			t.Fatalf("may impersonate bob = %v, %v", ok, err)
 		}
 	}
-	if r.reviews != 3 {
-		t.Errorf("%d reviews for three rounds of the same calls, want 3 (one each)", r.reviews)
+	if r.count() != 3 || len(waited) != 0 {
+		t.Errorf("%d reviews (%d waits) for three rounds of the same calls, want 3 and none", r.count(), len(waited))
 	}
-	if id, err := a.identify(ctx, "made-up"); id != nil || err != nil {
-		t.Errorf("a made-up token: %+v, %v; want refused", id, err)
+	// The burst of 4 has one place left; at 2 a second, four more wait 0.5 s to 2 s; the next
+	// would wait 2.5 s, over maxReviewWait.
+	for i := range 5 {
+		if id, err := a.identify(ctx, fmt.Sprint("made-up-", i)); id != nil || err != nil {
+			t.Fatalf("made-up token %d: %+v, %v; want refused", i, id, err)
+		}
 	}
-	// The burst (4) is spent: another new token is not reviewed at all.
-	if _, err := a.identify(ctx, "made-up-2"); !errors.Is(err, errTooManyReviews) || r.reviews != 4 {
-		t.Errorf("past the rate: %v after %d reviews, want errTooManyReviews after 4", err, r.reviews)
+	if _, err := a.identify(ctx, "one-too-many"); !errors.Is(err, errTooManyReviews) || r.count() != 8 {
+		t.Errorf("past the rate: %v after %d reviews, want errTooManyReviews after 8", err, r.count())
+	}
+	if want := []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond, 2 * time.Second}; !slices.Equal(waited, want) {
+		t.Errorf("waits %v, want %v", waited, want)
 	}
 	// An answer kept past reviewTTL is asked again (the rate has refilled meanwhile).
 	now = now.Add(reviewTTL)
-	if id, err := a.identify(ctx, "sa-token"); id == nil || err != nil || r.reviews != 5 {
-		t.Errorf("after reviewTTL: %+v, %v after %d reviews, want it reviewed again (5)", id, err, r.reviews)
+	if id, err := a.identify(ctx, "sa-token"); id == nil || err != nil || r.count() != 9 {
+		t.Errorf("after reviewTTL: %+v, %v after %d reviews, want it reviewed again (9)", id, err, r.count())
+	}
+}
+
+// TestClusterAuthAsksOnceForCallersAtOnce: a portal's first calls, all at once with the same
+// token, cost one review, and all get its answer.
+func TestClusterAuthAsksOnceForCallersAtOnce(t *testing.T) {
+	r := &reviewer{users: map[string]string{"sa-token": "portal"}, release: make(chan struct{})}
+	a := newClusterAuth(r.client(), reviewTTL, 1, time.Now)
+	var wg sync.WaitGroup
+	ids := make([]*clusterIdentity, 50)
+	for i := range ids {
+		wg.Go(func() { ids[i], _ = a.identify(context.Background(), "sa-token") })
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return r.count() > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no review asked: %v", err)
+	}
+	close(r.release)
+	wg.Wait()
+	for i, id := range ids {
+		if id == nil || id.username != "portal" {
+			t.Fatalf("caller %d: %+v, want portal", i, id)
+		}
+	}
+	if r.count() != 1 {
+		t.Errorf("%d reviews for 50 callers at once, want 1", r.count())
 	}
 }
 

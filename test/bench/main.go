@@ -144,6 +144,8 @@ type bench struct {
 	cs       *kubernetes.Clientset
 	tls      framework.TLSFiles
 	grpcAddr string
+	// portalToken is the portal's ServiceAccount's (grpcFlags).
+	portalToken string
 	grpcArgs []string
 }
 

@@ -20,7 +20,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
+	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
@@ -69,15 +73,38 @@ func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	b.grpcAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	n := fmt.Sprint(b.o.workspaces)
+	if b.portalToken, err = b.portal(ctx); err != nil {
+		return nil, err
+	}
+	// Every quota at its default: each of the portal's users creates one workspace.
 	return []string{"--grpc-bind-address=" + b.grpcAddr, "--grpc-tls-cert-file=" + b.tls.Cert, "--grpc-tls-key-file=" + b.tls.Key,
 		"--grpc-token-secret=" + apiNamespace + "/" + apiSecret, "--workspace-namespaces=" + wsNamespace,
-		"--workspace-access-key-secret=" + apiNamespace + "/access-key",
-		"--quota-max-workspaces=" + n, "--quota-max-running=" + n,
-		// One token stands for a portal calling for all its users at once.
-		"--quota-max-calls-in-flight=" + fmt.Sprint(b.o.workspaces+4), "--quota-write-burst=" + n,
-		"--quota-writes-per-minute=" + fmt.Sprint(60*b.o.workspaces)}, nil
+		"--workspace-access-key-secret=" + apiNamespace + "/access-key"}, nil
 }
+
+// portal makes the portal's ServiceAccount, lets it impersonate every user, and returns a token
+// of it: the bench's creates are a portal's, for as many users.
+func (b *bench) portal(ctx context.Context) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: apiNamespace, Name: "portal"}}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "bench-portal"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"users"}, Verbs: []string{"impersonate"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-portal"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: apiNamespace, Name: sa.Name}}}
+	for _, obj := range []client.Object{sa, role, binding} {
+		if err := b.c.Create(ctx, obj); err != nil {
+			return "", fmt.Errorf("creating the portal's %T: %w", obj, err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := b.c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("a token of the portal's ServiceAccount: %w", err)
+	}
+	return tr.Status.Token, nil
+}
+
+// benchUserOf is the end user the portal creates workspace i for.
+func benchUserOf(i int) string { return fmt.Sprintf("dev-%d", i) }
 
 // podsFloor creates N Deployments of the IDE pod directly (no operator) at once, with a
 // PersistentVolumeClaim each when withVolume, and measures, for each, the time from its create
@@ -172,8 +199,9 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// createAndWait makes N concurrent createSpaceAndWaitForRunning calls with the legacy CloudIdeService's client,
-// and splits their latency by what the bench saw meanwhile.
+// createAndWait makes N concurrent createSpaceAndWaitForRunning calls with the legacy
+// CloudIdeService's client, as a portal acting for N users (its ServiceAccount's token, one
+// impersonated user a call), and splits their latency by what the bench saw meanwhile.
 func (b *bench) createAndWait(ctx context.Context) (Latency, Timeline, error) {
 	fmt.Printf("bench: workspaces: %d concurrent createSpaceAndWaitForRunning calls\n", b.o.workspaces)
 	conn, err := b.dial()
@@ -187,14 +215,14 @@ func (b *bench) createAndWait(ctx context.Context) (Latency, Timeline, error) {
 	}
 	defer stop()
 	seed := pb.NewCloudIdeServiceClient(conn)
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+benchToken)
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+b.portalToken)
 	began, returned := make([]time.Time, b.o.workspaces), make([]time.Time, b.o.workspaces)
 	errs := make(chan error, b.o.workspaces)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range b.o.workspaces {
 		wg.Go(func() {
-			callCtx, cancel := context.WithTimeout(ctx, b.o.timeout)
+			callCtx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, workspacev1.ImpersonateUserMetadata, benchUserOf(i)), b.o.timeout)
 			defer cancel()
 			began[i] = time.Now()
 			_, err := seed.CreateSpaceAndWaitForRunning(callCtx, &pb.PodInfo{Name: benchWorkspace(i), Namespace: wsNamespace}, grpc.WaitForReady(true))
