@@ -146,7 +146,7 @@ type bench struct {
 	grpcAddr string
 	// portalToken is the portal's ServiceAccount's (grpcFlags).
 	portalToken string
-	grpcArgs []string
+	grpcArgs    []string
 }
 
 func newBench(cluster *framework.Cluster, o options, work string) (*bench, error) {
