@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -161,4 +163,17 @@ func (g *globals) dynamicClient() (dynamic.Interface, error) {
 		return nil, withCode(ExitFailed, "creating a client: %w", err)
 	}
 	return dyn, nil
+}
+
+// inNamespace is a dynamic client of the resource in the kubeconfig's namespace (-n).
+func (g *globals) inNamespace(gvr schema.GroupVersionResource) (dynamic.ResourceInterface, error) {
+	ns, _, err := g.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, withCode(ExitFailed, "loading the kubeconfig: %w", err)
+	}
+	dyn, err := g.dynamicClient()
+	if err != nil {
+		return nil, err
+	}
+	return dyn.Resource(gvr).Namespace(ns), nil
 }

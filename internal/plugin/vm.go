@@ -29,15 +29,11 @@ raising its spec.startRequests.`,
 	}
 	cmd.AddCommand(&cobra.Command{Use: "start NAME", Short: "Start a VirtualMachine the operator stopped (its disk is kept)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, _, err := g.kube.ToRawKubeConfigLoader().Namespace()
-			if err != nil {
-				return withCode(ExitFailed, "loading the kubeconfig: %w", err)
-			}
-			dyn, err := g.dynamicClient()
+			vms, err := g.inNamespace(vmResource)
 			if err != nil {
 				return err
 			}
-			return startVM(cmd.Context(), dyn.Resource(vmResource).Namespace(ns), args[0], g.stdout)
+			return startVM(cmd.Context(), vms, args[0], g.stdout)
 		}})
 	return cmd
 }

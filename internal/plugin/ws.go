@@ -112,15 +112,11 @@ var workspaceResource = schema.GroupVersionResource{Group: "infra.cloudspace.dev
 // startWithKubernetesRights starts a workspace the operator stopped by raising its
 // spec.startRequests, as a user with Kubernetes rights on it and no API token does.
 func (o *wsOptions) startWithKubernetesRights(ctx context.Context, name string) error {
-	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		return withCode(ExitFailed, "loading the kubeconfig: %w", err)
-	}
-	dyn, err := o.dynamicClient()
+	workspaces, err := o.inNamespace(workspaceResource)
 	if err != nil {
 		return err
 	}
-	ws, err := requestStart(ctx, dyn.Resource(workspaceResource).Namespace(ns), "workspace", name, o.stdout)
+	ws, err := requestStart(ctx, workspaces, "workspace", name, o.stdout)
 	if err == nil && !wantsRunning(ws) {
 		fmt.Fprintf(o.stdout, "note: its spec.running is false, which keeps it stopped: set it to true to run it\n")
 	}

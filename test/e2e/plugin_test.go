@@ -263,14 +263,8 @@ func TestPluginStartsAVM(t *testing.T) {
 	if code != 0 || !strings.Contains(string(out), "start requested (spec.startRequests 1)") {
 		t.Fatalf("vm start: exit %d, %q", code, out)
 	}
-	framework.WaitFor(t, time.Minute, "VM dev's start request observed", func(ctx context.Context) error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
-			return err
-		}
-		if vm.Spec.StartRequests != 1 || vm.Status.ObservedGeneration != vm.Generation || vm.Status.Phase != infrav1alpha1.VMRunning {
-			return fmt.Errorf("startRequests %d, observed generation %d of %d, %s", vm.Spec.StartRequests, vm.Status.ObservedGeneration, vm.Generation, vm.Status.Phase)
-		}
-		return nil
+	waitStartObserved(t, vm, func() (int64, int64, bool) {
+		return vm.Spec.StartRequests, vm.Status.ObservedGeneration, vm.Status.Phase == infrav1alpha1.VMRunning
 	})
 	after := &corev1.Pod{}
 	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-launcher"}, after); err != nil || after.UID != launcher.UID {
@@ -311,14 +305,8 @@ func TestPluginCreatesAndStartsWorkspaces(t *testing.T) {
 	if code != plugin.ExitOK || !strings.Contains(string(out), "workspace/bob-cli: start requested (spec.startRequests 1)") {
 		t.Fatalf("ws start without --api: exit %d, %q", code, out)
 	}
-	framework.WaitFor(t, time.Minute, "the start request observed, the workspace running on", func(ctx context.Context) error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ws), ws); err != nil {
-			return err
-		}
-		if ws.Spec.StartRequests != 1 || ws.Status.ObservedGeneration != ws.Generation || ws.Status.Phase != infrav1alpha1.WorkspaceRunning {
-			return fmt.Errorf("startRequests %d, observed generation %d of %d, %s", ws.Spec.StartRequests, ws.Status.ObservedGeneration, ws.Generation, ws.Status.Phase)
-		}
-		return nil
+	waitStartObserved(t, ws, func() (int64, int64, bool) {
+		return ws.Spec.StartRequests, ws.Status.ObservedGeneration, ws.Status.Phase == infrav1alpha1.WorkspaceRunning
 	})
 	if _, code := kubectlCloudspace(t, "-n", workspaceNS, "ws", "start", "nope"); code != plugin.ExitNotFound {
 		t.Errorf("ws start of a missing workspace: exit %d, want %d", code, plugin.ExitNotFound)
@@ -340,4 +328,20 @@ func tokenKubeconfig(t *testing.T, token string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// waitStartObserved waits until obj (read into itself) has one start request, observed by the
+// operator, and is running by state's account (its start requests, observed generation, and
+// whether it runs).
+func waitStartObserved(t *testing.T, obj client.Object, state func() (requests, observed int64, running bool)) {
+	t.Helper()
+	framework.WaitFor(t, time.Minute, obj.GetName()+"'s start request observed, running on", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if requests, observed, running := state(); requests != 1 || observed != obj.GetGeneration() || !running {
+			return fmt.Errorf("startRequests %d, observed generation %d of %d, running %v", requests, observed, obj.GetGeneration(), running)
+		}
+		return nil
+	})
 }
