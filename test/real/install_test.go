@@ -93,6 +93,7 @@ func TestOperatorSDKInstall(t *testing.T) {
 	t.Run("a VM stopped for being idle boots again with its disk", func(t *testing.T) { checkVMRestarted(t, vm) })
 	t.Run("a lost node's workspace and VM are Failed naming it within about a minute, on the API too, new ones land elsewhere, and they run on when the node is back", func(t *testing.T) { checkLostNode(t, node, vm, api) })
 	t.Run("a drained node's VM powers off cleanly and its workspace waits for it, both saying so; the workspace runs there again with its files", func(t *testing.T) { checkDrain(t, node, vm) })
+	t.Run("a portal's ServiceAccount acts for its users by the cluster's impersonation rule", func(t *testing.T) { checkPortal(t, api) })
 	t.Run("operator-sdk cleanup leaves no operator pod", func(t *testing.T) {
 		realInstall(t, "uninstall")
 		waitFor(t, 2*time.Minute, "the operator's pods to be gone", func(ctx context.Context) error {
