@@ -11,7 +11,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
@@ -161,6 +166,56 @@ func (a *abuse) tokenFlood(ctx context.Context) (string, string, error) {
 		through = fmt.Sprintf("%.0f TokenReviews in %.1f s, over %.0f a second", reviews, took.Seconds(), rate)
 	}
 	return answer, through, nil
+}
+
+// impersonationFlood has a ServiceAccount, whose token the cluster accepts but which may
+// impersonate no one, call as a different user each time, from many workers: every call is
+// refused (PermissionDenied, or Unavailable past the review rate), and the SubjectAccessReviews
+// it costs the API server stay within their rate.
+func (a *abuse) impersonationFlood(ctx context.Context) (string, string, error) {
+	token, err := a.serviceAccountToken(ctx, "impostor")
+	if err != nil {
+		return "", "", err
+	}
+	before, err := a.apiRequests(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	floodCtx, cancel := context.WithTimeout(ctx, a.o.floodFor)
+	defer cancel()
+	t := &tally{}
+	start := time.Now()
+	parallelUntil(floodCtx, a.o.workers, a.o.flood, func(i int) {
+		callCtx := metadata.AppendToOutgoingContext(a.as(floodCtx, token), workspacev1.ImpersonateUserMetadata, fmt.Sprintf("victim-%d", i))
+		_, err := a.api(fmt.Sprint("impostor-", i%a.o.workers)).List(callCtx, &workspacev1.ListWorkspacesRequest{})
+		t.add(err)
+	})
+	took := time.Since(start)
+	after, err := a.apiRequests(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	reviews := after["subjectaccessreviews"] - before["subjectaccessreviews"]
+	answer := fmt.Sprintf("%s in %.1f s; SubjectAccessReviews %.0f", t, took.Seconds(), reviews)
+	rate := float64(grpcapi.DefaultConfig().Tokens.ReviewsPerSecond)
+	through := t.other("answered", codes.PermissionDenied, codes.Unavailable)
+	if reviews > 2*rate+rate*(took.Seconds()+1) { // a second's slack for the two clocks
+		through = fmt.Sprintf("%.0f SubjectAccessReviews in %.1f s, over %.0f a second", reviews, took.Seconds(), rate)
+	}
+	return answer, through, nil
+}
+
+// serviceAccountToken makes a ServiceAccount in the operator's namespace and returns a token of it.
+func (a *abuse) serviceAccountToken(ctx context.Context, name string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: name}}
+	if err := a.c.Create(ctx, sa); err != nil {
+		return "", fmt.Errorf("creating ServiceAccount %s: %w", name, err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := a.c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("a token of ServiceAccount %s: %w", name, err)
+	}
+	return tr.Status.Token, nil
 }
 
 // tokenSecretTTL is how often the API reads its token Secret at most (grpcapi's tokenTTL).

@@ -30,6 +30,7 @@ func (a *abuse) attacks() []attack {
 		{"creates over the running quota", a.createsOverQuota},
 		{"Watch streams beyond the cap", a.watchStreams},
 		{"calls with wrong tokens", a.tokenFlood},
+		{"a ServiceAccount impersonating users it may not", a.impersonationFlood},
 		{fmt.Sprintf("%d concurrent Start(wait) by one user", a.o.waits), a.waitFlood},
 		{fmt.Sprintf("%d RotateAccess calls by one user", a.o.rotations), a.rotationFlood},
 		{fmt.Sprintf("%d calls with %d MiB of metadata", a.o.headerCalls, a.o.headerMiB), a.headerFlood},
