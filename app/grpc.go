@@ -22,7 +22,8 @@ func SetupGRPC(mgr ctrl.Manager, cfg grpcapi.Config, wc controllers.WorkspaceCon
 	}
 	// The certificate's Secret is optional in the Deployment, so that an install never waits
 	// for it: the server serves a self-signed one until the files appear.
-	srv, err := grpcapi.New(mgr, cfg, grpcapi.WorkspaceKind{Limits: wc.Limits, AccessKey: wc.AccessKey, Activity: wc.Activity})
+	srv, err := grpcapi.New(mgr, cfg, grpcapi.WorkspaceKind{Limits: wc.Limits, AccessKey: wc.AccessKey, Activity: wc.Activity,
+		GatewayTrusted: wc.IDEAuth == controllers.IDEAuthGateway})
 	if err != nil {
 		return fmt.Errorf("setting up the gRPC API: %w", err)
 	}

@@ -23,6 +23,7 @@ func DefaultConfig() Config {
 			AccessKeySecret: "cloudspace-operator-system/cloudspace-workspace-access-key",
 			MaxFailedStarts: DefaultMaxFailedStarts,
 			IdleWarning:     DefaultIdleWarning,
+			IDEAuth:         IDEAuthPassword,
 		},
 		VM:               DefaultVMConfig(),
 		WorkspaceIngress: WorkspaceIngressConfig{Recheck: DefaultIngressHostRecheck},
@@ -64,6 +65,14 @@ func (c *WorkspaceConfig) BindFlags(fs *flag.FlagSet) {
 		repeatable{"workspace-ingress-controller-namespace",
 			"Namespace of the ingress controller that serves workspace Ingresses, which each workspace's NetworkPolicy admits (repeatable); when none is given, namespaces labelled infra.cloudspace.dev/workspace-access=true.",
 			namespaceFlag(&c.IngressControllerNamespaces)})
+	fs.Func("workspace-ide-auth", `Who the IDEs trust: "password" (default), each workspace's own, or "gateway", none asked, the web gateway's pods alone admitted by each workspace's NetworkPolicy and no Ingress allowed.`,
+		func(v string) error {
+			if a := IDEAuth(v); a != IDEAuthPassword && a != IDEAuthGateway {
+				return fmt.Errorf("%q is neither %q nor %q", v, IDEAuthPassword, IDEAuthGateway)
+			}
+			c.IDEAuth = IDEAuth(v)
+			return nil
+		})
 	// OLM's mirrored installs set the operand images in RELATED_IMAGE_* variables.
 	fs.StringVar(&c.IDEImage, "workspace-ide-image", cmp.Or(os.Getenv("RELATED_IMAGE_WORKSPACE_IDE"), c.IDEImage),
 		"Image that runs in place of the default IDE image, e.g. its mirror (env RELATED_IMAGE_WORKSPACE_IDE); workspaces naming their own image keep it.")

@@ -1,9 +1,11 @@
 package controllers
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -90,5 +92,50 @@ func TestWorkspaceIngressTLS(t *testing.T) {
 				t.Errorf("issuer annotation = %q, want the operator's", got)
 			}
 		})
+	}
+}
+
+// TestWorkspaceIDETrustingTheGateway: with --workspace-ide-auth=gateway the IDE asks no
+// password (code-server --auth none, no PASSWORD, no password Secret), its NetworkPolicy
+// admits only the access-labelled pods of its namespace and the operator's manager, and a
+// workspace with an Ingress, which would let anyone in, does not render; the default asks the
+// workspace's password.
+func TestWorkspaceIDETrustingTheGateway(t *testing.T) {
+	gateway := goldenWorkspaceConfig
+	gateway.IDEAuth = IDEAuthGateway
+	for _, tc := range []struct {
+		cfg      WorkspaceConfig
+		auth     string
+		password bool
+	}{{goldenWorkspaceConfig, "password", true}, {gateway, "none", false}} {
+		var kinds []string
+		var args []string
+		var env []string
+		for _, o := range renderCR(t, "workspace", WorkspaceLifecycle{WorkspaceConfig: tc.cfg}, "Workspace", "{owner: alice}") {
+			kinds = append(kinds, o.GetKind())
+			if o.GetKind() == "Deployment" {
+				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				ide := containers[0].(map[string]any)
+				args, _, _ = unstructured.NestedStringSlice(ide, "args")
+				vars, _, _ := unstructured.NestedSlice(ide, "env")
+				for _, v := range vars {
+					env = append(env, v.(map[string]any)["name"].(string))
+				}
+			}
+		}
+		joined := strings.Join(args, " ")
+		if !strings.Contains(joined, "--auth "+tc.auth) || slices.Contains(env, "PASSWORD") != tc.password || slices.Contains(kinds, "Secret") != tc.password {
+			t.Errorf("IDEAuth %q: args %q, env %v, children %v; want --auth %s, a password %v", tc.cfg.IDEAuth, joined, env, kinds, tc.auth, tc.password)
+		}
+	}
+	np := &networkingv1.NetworkPolicy{}
+	renderChild(t, "workspace", WorkspaceLifecycle{WorkspaceConfig: gateway}, "Workspace", "{owner: alice}", np)
+	if from := np.Spec.Ingress[0].From; len(np.Spec.Ingress) != 1 || len(from) != 2 || from[0].NamespaceSelector != nil ||
+		from[0].PodSelector.MatchLabels["infra.cloudspace.dev/workspace-access"] != "true" || from[1].PodSelector.MatchLabels["control-plane"] != "controller-manager" {
+		t.Errorf("the gateway-trusting IDE's NetworkPolicy admits %+v, want the access-labelled pods of its namespace and the operator's manager alone", np.Spec.Ingress)
+	}
+	_, err := accessValues(t, gateway, "uid-1", 0, &infrav1alpha1.WorkspaceIngress{Host: "alice.ide.example.com"})
+	if err == nil || !strings.Contains(err.Error(), "spec.ingress") || !strings.Contains(err.Error(), "--workspace-ide-auth=gateway") {
+		t.Errorf("an Ingress with the gateway trusted: %v, want it refused naming spec.ingress and the flag", err)
 	}
 }

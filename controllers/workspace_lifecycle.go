@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
@@ -88,7 +90,24 @@ type WorkspaceConfig struct {
 	// StaleInterval is how often stale workspaces due for deletion, and kept volumes, are
 	// looked at; DefaultStaleInterval when 0.
 	StaleInterval time.Duration
+	// IDEAuth is who the IDEs trust: their own password (IDEAuthPassword, the default) or the
+	// web gateway in front of them (IDEAuthGateway).
+	IDEAuth IDEAuth
 }
+
+// IDEAuth is who a workspace's IDE trusts to let a browser in.
+type IDEAuth string
+
+const (
+	// IDEAuthPassword: the IDE asks for the workspace's own password, which the workspace API
+	// hands to its owner only.
+	IDEAuthPassword IDEAuth = "password"
+	// IDEAuthGateway: the IDE asks for nothing (code-server --auth none) and trusts whoever
+	// reaches it, as the cloud-IDE tutorial's IDEs trusted its gateway. Its NetworkPolicy then
+	// admits only the gateway's pods (the access label) and the operator's, and a workspace
+	// with an Ingress, which would open it to anyone, never renders.
+	IDEAuthGateway IDEAuth = "gateway"
+)
 
 // stale is the stale policy for the workspace whose use is known as use.
 func (c WorkspaceConfig) stale(use activity.Use) stalePolicy {
@@ -153,7 +172,12 @@ func (l WorkspaceLifecycle) Values(obj *unstructured.Unstructured) (map[string]a
 			"memory": quantityOr(s.Resources.Memory, workspace.DefaultMemory),
 		},
 		"storage": map[string]any{"size": quantityOr(s.Storage.Size, workspace.DefaultStorage), "storageClassName": deref(s.Storage.StorageClassName)},
-		"access":  map[string]any{"password": access.Password(l.AccessKey, ws.UID, s.Access.Rotation)},
+		"access": map[string]any{"mode": string(cmp.Or(l.IDEAuth, IDEAuthPassword)),
+			"password": access.Password(l.AccessKey, ws.UID, s.Access.Rotation)},
+	}
+	if l.IDEAuth == IDEAuthGateway && s.Ingress != nil {
+		return nil, field.Forbidden(field.NewPath("spec", "ingress"),
+			"the operator's IDEs trust the web gateway and ask no password (--workspace-ide-auth=gateway): an Ingress would let anyone in; reach the IDE through the gateway")
 	}
 	if l.Activity != nil && l.OperatorNamespace != "" {
 		vals["activityReader"] = l.OperatorNamespace

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/access"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
@@ -77,5 +78,18 @@ func TestLegacyListenerActsAsItsUserAndServesNothingElse(t *testing.T) {
 	t.Cleanup(func() { _ = toAPI.Close() })
 	if _, err := pb.NewCloudIdeServiceClient(toAPI).GetPodSpaceStatus(short, &pb.QueryOption{Name: "portals"}); err == nil {
 		t.Error("plaintext without a token was answered on the API's own port")
+	}
+}
+
+// TestAccessWithTheGatewayTrusted: GetAccess hands out the workspace's password, or none when
+// the IDEs ask none (--workspace-ide-auth=gateway).
+func TestAccessWithTheGatewayTrusted(t *testing.T) {
+	ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{UID: "uid-1"}, Status: infrav1alpha1.WorkspaceStatus{URL: "http://ide"}}
+	key := make([]byte, access.KeyBytes)
+	for _, trusted := range []bool{false, true} {
+		s := &v1Service{w: &workspaces{cfg: &settings{WorkspaceKind: WorkspaceKind{AccessKey: key, GatewayTrusted: trusted}}}}
+		if got := s.access(ws); got.GetUrl() != "http://ide" || (got.GetPassword() == "") != trusted {
+			t.Errorf("gateway trusted %v: %+v, want the URL and a password only when it is not", trusted, got)
+		}
 	}
 }

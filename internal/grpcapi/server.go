@@ -39,6 +39,9 @@ type WorkspaceKind struct {
 	// Activity records each call on a workspace as a use of it, which postpones its idle stop
 	// (the lifecycle's idle policy reads the same record); nil: calls are not recorded.
 	Activity *activity.Record
+	// GatewayTrusted: the IDEs ask no password, trusting the web gateway in front of them
+	// (--workspace-ide-auth=gateway), and GetAccess hands none out.
+	GatewayTrusted bool
 }
 
 // Limits of every connection: requests are small, and a client that pings too often is cut

@@ -133,6 +133,9 @@ func (s *v1Service) RotateAccess(ctx context.Context, in *workspacev1.WorkspaceR
 
 func (s *v1Service) access(ws *infrav1alpha1.Workspace) *workspacev1.WorkspaceAccess {
 	rot := ws.Spec.Access.Rotation
+	if s.w.cfg.GatewayTrusted {
+		return &workspacev1.WorkspaceAccess{Url: ws.Status.URL, Rotation: rot}
+	}
 	return &workspacev1.WorkspaceAccess{Url: ws.Status.URL, Rotation: rot, Password: access.Password(s.w.cfg.AccessKey, ws.UID, rot)}
 }
 

@@ -772,7 +772,7 @@ type WorkspaceAccess struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Url of the IDE (https when the workspace has an ingress).
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	// Password the IDE asks for.
+	// Password the IDE asks for; empty when the IDEs trust the web gateway instead.
 	Password string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
 	// Rotation the password belongs to: RotateAccess raises it by one.
 	Rotation      int64 `protobuf:"varint,3,opt,name=rotation,proto3" json:"rotation,omitempty"`
