@@ -115,6 +115,9 @@ const (
 
 // Event reasons the operator records on a custom resource.
 const (
+	// EventRequested: the workspace API created the Workspace for its owner at the request of
+	// another identity (a portal impersonating the owner); the message names both.
+	EventRequested = "Requested"
 	// EventChildCreated: a child was created.
 	EventChildCreated = "ChildCreated"
 	// EventChildUpdated: a child was changed back to, or forward to, what the chart renders.

@@ -95,6 +95,7 @@ func New(mgr ctrl.Manager, cfg Config, kind WorkspaceKind) (*Server, error) {
 	// The cache, not the manager's client: that reads unstructured objects around it.
 	w := newWorkspaces(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), n, set,
 		newQuotaLock(mgr.GetClient(), mgr.GetAPIReader(), set.tokenSecret.Namespace))
+	w.events = mgr.GetEventRecorderFor("cloudspace-workspace-api")
 	return newServer(set, tokens, w), nil
 }
 

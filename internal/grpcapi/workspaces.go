@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -66,6 +67,8 @@ type workspaces struct {
 	fresh    client.Reader
 	notifier *notifier
 	cfg      *settings
+	// events records, on a Workspace made for its owner by another identity, who asked.
+	events record.EventRecorder
 
 	// quota takes each user's quota decisions one at a time, on every replica of the API, so
 	// that two concurrent calls cannot both take the last place (quota.go).
@@ -253,9 +256,9 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 	ws := sp.object(user)
 	request := rand.Text()
 	ws.Annotations = map[string]string{createRequestAnnotation: request}
-	if actor := actorFrom(ctx); actor != "" {
+	actor := actorFrom(ctx)
+	if actor != "" {
 		ws.Annotations[infrav1alpha1.RequestedByAnnotation] = actor
-		ctrl.Log.WithName("grpc").Info("creating a workspace for a user", "workspace", ws.Namespace+"/"+ws.Name, "user", user, "requestedBy", actor)
 	}
 	key := types.NamespacedName{Namespace: ws.Namespace, Name: ws.Name}
 	// Subscribe before creating, so that the Running event cannot be missed.
@@ -278,6 +281,9 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 		}
 		return nil, createError(err, ws.Name, sp.fields)
 	}
+	if actor != "" {
+		w.recordRequested(ws, user, actor)
+	}
 	if ctx.Err() != nil {
 		// Made for a caller that is gone, it would start with no one to use it.
 		w.abandon(key, ws.UID, true)
@@ -287,6 +293,14 @@ func (w *workspaces) create(ctx context.Context, user string, sp spec, wait bool
 		return ws, nil
 	}
 	return w.waitRunning(ctx, key, ws.UID, poke, true)
+}
+
+// recordRequested logs and records on ws that actor created it for user.
+func (w *workspaces) recordRequested(ws *infrav1alpha1.Workspace, user, actor string) {
+	ctrl.Log.WithName("grpc").Info("created a workspace for a user", "workspace", ws.Namespace+"/"+ws.Name, "user", user, "requestedBy", actor)
+	if w.events != nil {
+		w.events.Eventf(ws, corev1.EventTypeNormal, infrav1alpha1.EventRequested, "created for %s by %s through the workspace API", user, actor)
+	}
 }
 
 // outlivingTimeout bounds a write that outlives the call it serves: a create finished after

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,6 +100,19 @@ func TestClusterIdentitiesAndAPortalActingForItsUsers(t *testing.T) {
 	if want := "system:serviceaccount:" + ns + ":portal"; ws.Spec.Owner != "dev-alice" || ws.Annotations[infrav1alpha1.RequestedByAnnotation] != want {
 		t.Errorf("alice-1: owner %q, requested by %q; want dev-alice's, requested by %s", ws.Spec.Owner, ws.Annotations[infrav1alpha1.RequestedByAnnotation], want)
 	}
+	waitFor(t, time.Minute, "an event on alice-1 naming dev-alice and the portal", func(ctx context.Context) error {
+		var events corev1.EventList
+		if err := k8sClient.List(ctx, &events, client.InNamespace(workspaceNS)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.UID == ws.UID && e.Reason == infrav1alpha1.EventRequested &&
+				e.Message == "created for dev-alice by system:serviceaccount:"+ns+":portal through the workspace API" {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(events.Items))
+	})
 	if list, err := api.List(bearer(t, portal, "dev-bob"), &workspacev1.ListWorkspacesRequest{}); err != nil || len(list.GetWorkspaces()) != 1 {
 		t.Errorf("dev-bob's List: %+v, %v; want his one workspace", list, err)
 	}
