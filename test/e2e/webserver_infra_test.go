@@ -27,9 +27,16 @@ const seedWebserverCommit = "5cbb8f2"
 func thirdPartyDir(t *testing.T) string {
 	t.Helper()
 	dirs := []string{os.Getenv("CLOUDSPACE_THIRD_PARTY")}
-	// A clone anywhere under the directory that holds shared/ finds it.
-	for d := framework.RepoRoot(); d != filepath.Dir(d); d = filepath.Dir(d) {
-		dirs = append(dirs, filepath.Join(filepath.Dir(d), "shared", "third-party"))
+	// Next to the project, or next to the project a clone was made from (CI's clean clone of a
+	// local repository): shared/third-party in a directory above it.
+	roots := []string{framework.RepoRoot()}
+	if out, err := exec.Command("git", "-C", roots[0], "remote", "get-url", "origin").Output(); err == nil && filepath.IsAbs(strings.TrimSpace(string(out))) {
+		roots = append(roots, strings.TrimSpace(string(out)))
+	}
+	for _, root := range roots {
+		for d := root; d != filepath.Dir(d); d = filepath.Dir(d) {
+			dirs = append(dirs, filepath.Join(filepath.Dir(d), "shared", "third-party"))
+		}
 	}
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "cloud-ide-webserver.bundle")); d != "" && err == nil {
