@@ -185,8 +185,8 @@ func (c LegacyConfig) validate(apiAddress string) error {
 	if c.User == "" {
 		return errors.New("--grpc-legacy-user must name the user the legacy listener's calls act as")
 	}
-	// The user is the value of the owner label of every workspace it creates.
-	if errs := validation.IsValidLabelValue(c.User); len(errs) > 0 || strings.ToLower(c.User) != c.User {
+	// The user is the owner of every workspace it creates.
+	if len(c.User) > validation.LabelValueMaxLength || !ownerPattern.MatchString(c.User) {
 		return fmt.Errorf("--grpc-legacy-user %q must be a user name as the token Secret's keys are: lower-case letters, digits, '-', '.' and '_', at most 63", c.User)
 	}
 	if c.Address == apiAddress {

@@ -12,11 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
@@ -131,25 +129,31 @@ func firstAnswer(stream workspacev1.WorkspaceService_WatchClient) error {
 	}
 }
 
+// flood makes call from many workers, bounded in count (-flood) and time (-flood-for), and
+// returns the answers, how long it took, and the API server's request counts before and after.
+func (a *abuse) flood(ctx context.Context, call func(ctx context.Context, i int) error) (t *tally, took time.Duration, before, after map[string]float64, err error) {
+	if before, err = a.apiRequests(ctx); err != nil {
+		return nil, 0, nil, nil, err
+	}
+	floodCtx, cancel := context.WithTimeout(ctx, a.o.floodFor)
+	defer cancel()
+	t = &tally{}
+	start := time.Now()
+	parallelUntil(floodCtx, a.o.workers, a.o.flood, func(i int) { t.add(call(floodCtx, i)) })
+	took = time.Since(start)
+	after, err = a.apiRequests(ctx)
+	return t, took, before, after, err
+}
+
 // tokenFlood calls with wrong tokens from many workers, bounded in count and time, and counts
 // the API server's requests meanwhile: a flood must not turn into reads of the token Secret
 // (at most one per tokenSecretTTL), nor TokenReviews past their rate; each call is refused
 // (Unauthenticated, or Unavailable once the reviews' rate is spent).
 func (a *abuse) tokenFlood(ctx context.Context) (string, string, error) {
-	before, err := a.apiRequests(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	floodCtx, cancel := context.WithTimeout(ctx, a.o.floodFor)
-	defer cancel()
-	t := &tally{}
-	start := time.Now()
-	parallelUntil(floodCtx, a.o.workers, a.o.flood, func(i int) {
-		_, err := a.api(fmt.Sprint("flood-", i%a.o.workers)).List(a.as(floodCtx, fmt.Sprintf("wrong-%d", i)), &workspacev1.ListWorkspacesRequest{})
-		t.add(err)
+	t, took, before, after, err := a.flood(ctx, func(ctx context.Context, i int) error {
+		_, err := a.api(fmt.Sprint("flood-", i%a.o.workers)).List(a.as(ctx, fmt.Sprintf("wrong-%d", i)), &workspacev1.ListWorkspacesRequest{})
+		return err
 	})
-	took := time.Since(start)
-	after, err := a.apiRequests(ctx)
 	if err != nil {
 		return "", "", err
 	}
@@ -178,21 +182,11 @@ func (a *abuse) impersonationFlood(ctx context.Context) (string, string, error) 
 	if err != nil {
 		return "", "", err
 	}
-	before, err := a.apiRequests(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	floodCtx, cancel := context.WithTimeout(ctx, a.o.floodFor)
-	defer cancel()
-	t := &tally{}
-	start := time.Now()
-	parallelUntil(floodCtx, a.o.workers, a.o.flood, func(i int) {
-		callCtx := metadata.AppendToOutgoingContext(a.as(floodCtx, token), workspacev1.ImpersonateUserMetadata, fmt.Sprintf("victim-%d", i))
+	t, took, before, after, err := a.flood(ctx, func(ctx context.Context, i int) error {
+		callCtx := metadata.AppendToOutgoingContext(a.as(ctx, token), workspacev1.ImpersonateUserMetadata, fmt.Sprintf("victim-%d", i))
 		_, err := a.api(fmt.Sprint("impostor-", i%a.o.workers)).List(callCtx, &workspacev1.ListWorkspacesRequest{})
-		t.add(err)
+		return err
 	})
-	took := time.Since(start)
-	after, err := a.apiRequests(ctx)
 	if err != nil {
 		return "", "", err
 	}
@@ -212,11 +206,7 @@ func (a *abuse) serviceAccountToken(ctx context.Context, name string) (string, e
 	if err := a.c.Create(ctx, sa); err != nil {
 		return "", fmt.Errorf("creating ServiceAccount %s: %w", name, err)
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := a.c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("a token of ServiceAccount %s: %w", name, err)
-	}
-	return tr.Status.Token, nil
+	return framework.ServiceAccountToken(ctx, a.c, sa)
 }
 
 // tokenSecretTTL is how often the API reads its token Secret at most (grpcapi's tokenTTL).

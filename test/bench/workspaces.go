@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
@@ -96,11 +95,7 @@ func (b *bench) portal(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("creating the portal's %T: %w", obj, err)
 		}
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := b.c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("a token of the portal's ServiceAccount: %w", err)
-	}
-	return tr.Status.Token, nil
+	return framework.ServiceAccountToken(ctx, b.c, sa)
 }
 
 // benchUserOf is the end user the portal creates workspace i for.

@@ -8,15 +8,14 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // serviceAccountToken makes a ServiceAccount in ns, binds it to a ClusterRole of rules (none:
@@ -33,11 +32,11 @@ func serviceAccountToken(t *testing.T, ns, name string, rules []rbacv1.PolicyRul
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}})
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := k8sClient.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("a token of %s/%s: %v", ns, name, err)
+	token, err := framework.ServiceAccountToken(ctx, k8sClient, sa)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return tr.Status.Token
+	return token
 }
 
 // create creates obj and deletes it when the test ends.

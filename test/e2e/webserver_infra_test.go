@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -144,30 +143,14 @@ grpc: {addr: %q}
 }
 
 // startProcess starts a program in dir with its output in logPath and returns what stops it
-// (SIGTERM, then SIGKILL after 10 s), by its PID.
+// (SIGTERM, then SIGKILL after 10 s).
 func startProcess(t *testing.T, logPath, dir, name string, args ...string) func() {
 	t.Helper()
-	log, err := os.Create(logPath)
+	p, err := framework.StartProcessIn(dir, name, logPath, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, log, log
-	if err := cmd.Start(); err != nil {
-		_ = log.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait(); _ = log.Close() }()
-	return func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
+	return func() { _ = p.Stop(10 * time.Second) }
 }
 
 // tail is the last lines of a log file.

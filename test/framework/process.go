@@ -22,12 +22,17 @@ type Process struct {
 // StartProcess runs binary with args and env (added to this process's environment), its
 // output in logPath.
 func StartProcess(binary, logPath string, env []string, args ...string) (*Process, error) {
+	return StartProcessIn("", binary, logPath, env, args...)
+}
+
+// StartProcessIn is StartProcess in the working directory dir ("": this process's).
+func StartProcessIn(dir, binary, logPath string, env []string, args ...string) (*Process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	p := &Process{LogPath: logPath, cmd: exec.Command(binary, args...), done: make(chan error, 1)}
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Dir, p.cmd.Env = dir, append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()

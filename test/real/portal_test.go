@@ -9,15 +9,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
 // checkPortal runs a portal as README and docs/api.md set it up, against the operator OLM
@@ -41,13 +40,13 @@ func checkPortal(t *testing.T, api apiAccess) {
 		}
 		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), obj) })
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := k8sClient.SubResource("token").Create(ctx, sa, tr); err != nil {
+	token, err := framework.ServiceAccountToken(ctx, k8sClient, sa)
+	if err != nil {
 		t.Fatal(err)
 	}
 	c := apiClient(t, api)
 	forUser := func(user string) context.Context {
-		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tr.Status.Token,
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token,
 			workspacev1.ImpersonateUserMetadata, user), time.Minute)
 		t.Cleanup(cancel)
 		return ctx
@@ -71,7 +70,7 @@ func checkPortal(t *testing.T, api apiAccess) {
 			t.Errorf("%s's List through the portal: %v, %v; want only %s", user, list.GetWorkspaces(), err, ref.Name)
 		}
 	}
-	_, err := c.List(forUser("dev-carol"), &workspacev1.ListWorkspacesRequest{})
+	_, err = c.List(forUser("dev-carol"), &workspacev1.ListWorkspacesRequest{})
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), `may not impersonate user "dev-carol"`) {
 		t.Errorf("the portal acting for dev-carol: %v, want PermissionDenied", err)
 	}
