@@ -43,7 +43,9 @@ cleanup() {
 trap cleanup EXIT
 # The images build while the cluster's tools do: on a cold machine each waits on the network
 # (Debian's mirror, the npm registry, the module proxy) where the other computes. apt first,
-# once, for both: two apt-gets at once would fight over dpkg's lock.
+# once, for both: two apt-gets at once would fight over dpkg's lock. Under make test, an images
+# build started earlier may still run (hack/test.sh): this one waits for it (the images cache's
+# lock), then checks what it left unchecked.
 hack/packages.sh node images
 setsid make -s images IMAGES_ARGS="-registry none" >bin/images-build.log 2>&1 &
 building=$!

@@ -71,10 +71,15 @@ tags_for() {
 }
 
 # static NAME succeeds for the binaries that go into images (FROM scratch: no libc there) or are
-# meant to be static (containerd's): they are built with CGO_ENABLED=0.
+# meant to be static (containerd's), and for those whose upstream builds them static
+# (operator-sdk and OLM's, CGO_ENABLED=0 in their Makefiles): they are built with
+# CGO_ENABLED=0. Tools of one wrapper module also share their compile only when they agree on
+# it (cgo changes package net, and so every package above it): scorecard-test reuses
+# operator-sdk's, cpb OLM's.
 static() {
   case "$1" in
     opm | cpb | grpc_health_probe | scorecard-test | coredns | containerd | containerd-shim-runc-v2 | ctr) return 0 ;;
+    operator-sdk | olm | catalog | package-server) return 0 ;;
     *) return 1 ;;
   esac
 }

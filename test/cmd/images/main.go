@@ -48,6 +48,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	unlock, err := b.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	built, err := b.Build(recipes, transport)
 	if err != nil {
 		return err

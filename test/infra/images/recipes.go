@@ -1,11 +1,8 @@
 package images
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -141,9 +138,7 @@ func rootfsImage(repo, tag, dir, check string, cfg oci.Config) Recipe {
 	return Recipe{
 		Repo: repo, Tag: tag, Set: Product, Dockerfile: dir + "/Dockerfile", Config: cfg,
 		Layers: func(b *Builder) ([]v1.Layer, error) {
-			tar, err := b.cached(dir, "rootfs.tar", func(out string) *exec.Cmd {
-				return b.buildAndCheck(dir, "rootfs.sh", check, out)
-			})
+			tar, err := b.cached(dir, "rootfs.tar", b.script(dir, "rootfs.sh"), b.script(dir, check))
 			if err != nil {
 				return nil, err
 			}
@@ -159,12 +154,14 @@ func disk() Recipe {
 	return Recipe{
 		Repo: DiskRepo, Tag: diskTag, Set: Product, Dockerfile: "images/vm-disk/Dockerfile",
 		Layers: func(b *Builder) ([]v1.Layer, error) {
-			// test.sh boots the disk with the launcher (software emulation), logs in over SSH
-			// with a cloud-init key and powers it off.
-			qcow2, err := b.cached("images/vm-disk", "disk.qcow2", func(out string) *exec.Cmd {
-				return exec.Command("sh", "-c", `d=$(mktemp -d) && sh "$1" "$d" && mv "$d/disk.qcow2" "$3" && rm -rf "$d" && sh "$2" "$3"`,
-					"sh", filepath.Join(b.Repo, "images/vm-disk/build.sh"), filepath.Join(b.Repo, "images/vm-disk/test.sh"), out)
-			})
+			// build.sh writes the disk into a directory of its own; test.sh boots it with the
+			// launcher (software emulation), logs in over SSH with a cloud-init key and powers
+			// it off.
+			build := func(out string) *exec.Cmd {
+				return exec.Command("sh", "-c", `d=$(mktemp -d) && sh "$1" "$d" && mv "$d/disk.qcow2" "$2" && rm -rf "$d"`,
+					"sh", filepath.Join(b.Repo, "images/vm-disk/build.sh"), out)
+			}
+			qcow2, err := b.cached("images/vm-disk", "disk.qcow2", build, b.script("images/vm-disk", "test.sh"))
 			if err != nil {
 				return nil, err
 			}
@@ -173,39 +170,12 @@ func disk() Recipe {
 	}
 }
 
-// buildAndCheck runs dir/build OUT, then dir/check OUT when check is named.
-func (b *Builder) buildAndCheck(dir, build, check, out string) *exec.Cmd {
-	script := `sh "$1" "$3"`
-	if check != "" {
-		script += ` && sh "$2" "$3"`
+// script is the command that runs dir/name on a file, nil when name is empty.
+func (b *Builder) script(dir, name string) func(file string) *exec.Cmd {
+	if name == "" {
+		return nil
 	}
-	return exec.Command("sh", "-c", script, "sh", filepath.Join(b.Repo, dir, build), filepath.Join(b.Repo, dir, check), out)
-}
-
-// cached returns the file build writes (given its path), kept in the cache under the hash of
-// the files of dir, so that it is built again only when they change.
-func (b *Builder) cached(dir, file string, build func(out string) *exec.Cmd) (string, error) {
-	key, err := hashDir(filepath.Join(b.Repo, dir))
-	if err != nil {
-		return "", err
+	return func(file string) *exec.Cmd {
+		return exec.Command("sh", filepath.Join(b.Repo, dir, name), file)
 	}
-	out := filepath.Join(b.Cache, strings.ReplaceAll(dir, "/", "-")+"-"+key, file)
-	if _, err := os.Stat(out); err == nil {
-		b.Log("%s: %s from the cache (%s)", dir, file, filepath.Dir(out))
-		return out, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return "", err
-	}
-	b.Log("%s: building %s (slow the first time)", dir, file)
-	// The temporary file keeps the name's extension: mmdebstrap picks its output format by it.
-	tmp := filepath.Join(filepath.Dir(out), "tmp-"+file)
-	_ = os.RemoveAll(tmp)
-	cmd := build(tmp)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		_ = os.RemoveAll(tmp)
-		return "", fmt.Errorf("building %s of %s: %w", file, dir, err)
-	}
-	return out, os.Rename(tmp, out)
 }
