@@ -37,7 +37,6 @@ spec() {
     kwok | kwokctl) echo "kwok v0.8.0 sigs.k8s.io/kwok/cmd/$1" ;;
     controller-gen) echo "controller-gen v0.19.0 sigs.k8s.io/controller-tools/cmd/controller-gen" ;;
     kustomize) echo "kustomize v5.7.1 sigs.k8s.io/kustomize/kustomize/v5" ;;
-    helm) echo "helm v3.19.0 helm.sh/helm/v3/cmd/helm" ;;
     operator-sdk) echo "operator-sdk v1.34.1 github.com/operator-framework/operator-sdk/cmd/operator-sdk" ;;
     scorecard-test) echo "operator-sdk v1.34.1 github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     opm) echo "opm v1.55.0 github.com/operator-framework/operator-registry/cmd/opm" ;;
@@ -57,7 +56,6 @@ spec() {
 ldflags_for() {
   case "$1" in
     kube-*|kubectl|kubelet) echo "-s -w $k8s_ldflags" ;;
-    helm) echo "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0" ;;
     *) echo "-s -w" ;;
   esac
 }
@@ -119,7 +117,7 @@ ensure() {
 }
 
 all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
-  controller-gen kustomize helm operator-sdk scorecard-test opm olm catalog protoc-gen-go protoc-gen-go-grpc
+  controller-gen kustomize operator-sdk scorecard-test opm olm catalog protoc-gen-go protoc-gen-go-grpc
   client-gen lister-gen informer-gen applyconfiguration-gen)
 # What the real node needs beyond the above (make real-cluster); not in "all", which the KWOK
 # suites need.
