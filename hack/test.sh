@@ -33,14 +33,13 @@ mkdir -p bin
 # a target's would fight over dpkg's lock.
 hack/packages.sh launcher node images olm e2e browser
 
-# lowest runs its arguments at the lowest CPU priority in a session of its own. setsid gives it
-# an autogroup of its own too (Linux's CONFIG_SCHED_AUTOGROUP, on by default), between which
-# CPU is shared evenly whatever the nice values of their processes: at nice 19 alone the
-# background took a third of the CPU from the suites. So the autogroup's own nice is set too
-# (/proc/PID/autogroup; absent without autogroups).
-lowest() {
-  setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' bash "$@"
-}
+# lowest runs a command at the lowest CPU priority in a session of its own. setsid gives it an
+# autogroup of its own too (Linux's CONFIG_SCHED_AUTOGROUP, on by default), between which CPU is
+# shared evenly whatever the nice values of their processes: at nice 19 alone the background
+# took a third of the CPU from the suites. So the autogroup's own nice is set too
+# (/proc/PID/autogroup; absent without autogroups). An array, not a function, so that "&" runs
+# setsid itself: $! is then the session's leader, whose process group cleanup kills.
+lowest=(setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' bash)
 # normal gives the session of PID normal priority again. That needs CAP_SYS_NICE (root, as make
 # test-real runs); without it the session goes on at nice 19, and whoever waits for it waits
 # longer.
@@ -48,7 +47,7 @@ normal() {
   { echo 0 >"/proc/$1/autogroup" && renice -n 0 -g "$1"; } >/dev/null 2>&1 || :
 }
 
-lowest bash -c 'hack/tools.sh real & make -s images IMAGES_ARGS="-registry none"; rc=$?; wait $! && exit $rc' \
+"${lowest[@]}" bash -c 'hack/tools.sh real & make -s images IMAGES_ARGS="-registry none"; rc=$?; wait $! && exit $rc' \
   >bin/background-build.log 2>&1 &
 building=$! besides=
 cleanup() {
@@ -64,7 +63,7 @@ trap cleanup EXIT
 make "${first[@]}"
 normal "$building"
 if [ ${#alongside[@]} -gt 0 ]; then
-  lowest make "${alongside[@]}" >bin/alongside.log 2>&1 &
+  "${lowest[@]}" make "${alongside[@]}" >bin/alongside.log 2>&1 &
   besides=$!
 fi
 [ ${#last[@]} -eq 0 ] || make "${last[@]}"
