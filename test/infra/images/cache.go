@@ -25,13 +25,14 @@ func (b *Builder) cached(dir, file string, build, check func(path string) *exec.
 		return "", err
 	}
 	out := filepath.Join(b.Cache, strings.ReplaceAll(dir, "/", "-")+"-"+key, file)
-	if _, err := os.Stat(out); err == nil {
-		if check == nil || !exists(out+uncheckedSuffix) {
-			b.Log("%s: %s from the cache (%s)", dir, file, filepath.Dir(out))
-			return out, nil
+	switch {
+	case !exists(out):
+		if err := b.buildFile(dir, out, build, check != nil); err != nil {
+			return "", err
 		}
-	} else if err := b.buildFile(dir, out, build, check != nil); err != nil {
-		return "", err
+	case check == nil || !exists(out+uncheckedSuffix):
+		b.Log("%s: %s from the cache (%s)", dir, file, filepath.Dir(out))
+		return out, nil
 	}
 	if check == nil {
 		return out, nil
