@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -34,10 +35,8 @@ func TestVirtualMachineChangeReplacesTheLauncher(t *testing.T) {
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grow-launcher"}}
 	disk := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grow-disk"}}
-	eventually(t, timeout, func() error { return get(pod) })
-	if err := get(disk); err != nil {
-		t.Fatal(err)
-	}
+	// The children are applied in no set order: the launcher may be there before its disk.
+	eventually(t, timeout, func() error { return errors.Join(get(pod), get(disk)) })
 	first, diskUID := pod.UID, disk.UID
 	if got := launcherEnv(pod, "VM_CPUS"); got != "1" {
 		t.Fatalf("VM_CPUS = %q, want 1", got)
