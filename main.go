@@ -4,10 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/operator-framework/operator-lib/proxy"
@@ -40,11 +42,42 @@ func newOptions() *options {
 
 func parseFlags(args []string) (*options, error) {
 	o := newOptions()
-	if err := bindFlags(o).Parse(args); err != nil {
+	fs := bindFlags(o)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := setFromEnv(fs, os.LookupEnv); err != nil {
+		fmt.Fprintln(fs.Output(), err)
 		return nil, err
 	}
 	o.app.WatchNamespaces = namespaces.Split(os.Getenv("WATCH_NAMESPACE"))
 	return o, nil
+}
+
+// envPrefix starts the environment variable that sets each flag (envName).
+const envPrefix = "CLOUDSPACE_"
+
+// envName is the environment variable that sets the flag: CLOUDSPACE_WORKSPACE_IDE_AUTH sets
+// --workspace-ide-auth.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// setFromEnv sets every flag whose environment variable is set, after the command line, so
+// that the environment wins: an OLM install's command line is its CSV's, which the admin
+// does not edit, and its Subscription's spec.config.env is where they configure the operator.
+// A repeatable flag gets the environment's value besides the command line's.
+func setFromEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f.Name)
+		if v, ok := lookup(name); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("invalid value %q of %s for --%s: %w", v, name, f.Name, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // bindFlags is the operator's flag set, bound to o: the operator's own flags, then the API's

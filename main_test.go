@@ -15,6 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/cloudspace-dev/cloudspace-operator/controllers"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -40,6 +42,29 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--no-such-flag"}); err == nil {
 		t.Error("an unknown flag was accepted")
+	}
+}
+
+// TestFlagsFromTheEnvironment: CLOUDSPACE_<FLAG> sets a flag and wins over the command line (an
+// OLM Subscription's config.env over the CSV's arguments); a repeatable flag gets both; a bad
+// value is refused naming the variable and the flag.
+func TestFlagsFromTheEnvironment(t *testing.T) {
+	t.Setenv("CLOUDSPACE_WORKSPACE_IDE_AUTH", "gateway")
+	t.Setenv("CLOUDSPACE_WORKSPACE_INGRESS_ANNOTATION", "example.com/from=env")
+	o, err := parseFlags([]string{"--workspace-ide-auth=password", "--workspace-ingress-annotation=example.com/from=args"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.kinds.Workspace.IDEAuth != controllers.IDEAuthGateway {
+		t.Errorf("IDE auth %q, want the environment's gateway", o.kinds.Workspace.IDEAuth)
+	}
+	if got := o.kinds.Workspace.IngressAnnotations["example.com/from"]; got != "env" {
+		t.Errorf("the repeatable annotation's value is %q, want the environment's after the command line's", got)
+	}
+	t.Setenv("CLOUDSPACE_WORKSPACE_IDE_AUTH", "nobody")
+	_, err = parseFlags(nil)
+	if err == nil || !strings.Contains(err.Error(), "CLOUDSPACE_WORKSPACE_IDE_AUTH") || !strings.Contains(err.Error(), "--workspace-ide-auth") {
+		t.Errorf("a bad value from the environment: %v, want an error naming the variable and the flag", err)
 	}
 }
 

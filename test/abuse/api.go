@@ -25,7 +25,7 @@ import (
 // person's would (a connection carries a bounded number of calls at once).
 // callsPerConnection is the most calls the server lets one connection carry at once
 // (--grpc-max-streams-per-connection's default).
-const callsPerConnection = 32
+var callsPerConnection = grpcapi.DefaultConfig().Conn.MaxStreamsPerConnection
 
 func (a *abuse) api(conn string) workspacev1.WorkspaceServiceClient {
 	a.mu.Lock()

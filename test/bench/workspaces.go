@@ -22,6 +22,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
@@ -198,18 +199,21 @@ func podReady(p *corev1.Pod) bool {
 // CloudIdeService's client, as a portal acting for N users (its ServiceAccount's token, one
 // impersonated user a call), and splits their latency by what the bench saw meanwhile.
 func (b *bench) createAndWait(ctx context.Context) (Latency, Timeline, error) {
-	fmt.Printf("bench: workspaces: %d concurrent createSpaceAndWaitForRunning calls\n", b.o.workspaces)
-	conn, err := b.dial()
+	conns, err := b.dial(b.o.workspaces)
 	if err != nil {
 		return Latency{}, Timeline{}, err
 	}
-	defer conn.Close()
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	fmt.Printf("bench: workspaces: %d concurrent createSpaceAndWaitForRunning calls on %d connections\n", b.o.workspaces, len(conns))
 	seen, stop, err := b.watchTimeline(ctx, wsNamespace)
 	if err != nil {
 		return Latency{}, Timeline{}, err
 	}
 	defer stop()
-	seed := pb.NewCloudIdeServiceClient(conn)
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+b.portalToken)
 	began, returned := make([]time.Time, b.o.workspaces), make([]time.Time, b.o.workspaces)
 	errs := make(chan error, b.o.workspaces)
@@ -220,6 +224,7 @@ func (b *bench) createAndWait(ctx context.Context) (Latency, Timeline, error) {
 			callCtx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, workspacev1.ImpersonateUserMetadata, benchUserOf(i)), b.o.timeout)
 			defer cancel()
 			began[i] = time.Now()
+			seed := pb.NewCloudIdeServiceClient(conns[i%len(conns)])
 			_, err := seed.CreateSpaceAndWaitForRunning(callCtx, &pb.PodInfo{Name: benchWorkspace(i), Namespace: wsNamespace}, grpc.WaitForReady(true))
 			returned[i] = time.Now()
 			if err != nil {
@@ -245,12 +250,23 @@ func (b *bench) createAndWait(ctx context.Context) (Latency, Timeline, error) {
 
 func benchWorkspace(i int) string { return fmt.Sprintf("ws-%d", i) }
 
-func (b *bench) dial() (*grpc.ClientConn, error) {
+// dial opens as many connections as calls calls at once need, as the API asks a portal to: a
+// connection carries at most --grpc-max-streams-per-connection calls at once (the default here),
+// and a call past them waits for one to end, which would be the bench's wait, not the API's.
+func (b *bench) dial(calls int) ([]*grpc.ClientConn, error) {
 	pemCA, err := os.ReadFile(b.tls.CA)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pemCA)
-	return grpc.NewClient(b.grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
+	creds := credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	perConn := grpcapi.DefaultConfig().Conn.MaxStreamsPerConnection
+	conns := make([]*grpc.ClientConn, (calls+perConn-1)/perConn)
+	for i := range conns {
+		if conns[i], err = grpc.NewClient(b.grpcAddr, grpc.WithTransportCredentials(creds)); err != nil {
+			return nil, err
+		}
+	}
+	return conns, nil
 }

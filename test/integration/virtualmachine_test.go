@@ -35,7 +35,7 @@ func TestVirtualMachineChangeReplacesTheLauncher(t *testing.T) {
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grow-launcher"}}
 	disk := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grow-disk"}}
-	// The children are applied in no set order: the launcher may be there before its disk.
+	// The launcher and its disk are written at once: either may be there first.
 	eventually(t, timeout, func() error { return errors.Join(get(pod), get(disk)) })
 	first, diskUID := pod.UID, disk.UID
 	if got := launcherEnv(pod, "VM_CPUS"); got != "1" {

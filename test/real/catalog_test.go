@@ -30,7 +30,7 @@ const (
 // TestOperatorHubCatalog takes OperatorHub's path: an administrator adds the catalog image as
 // a CatalogSource (OLM runs it as a registry pod pulled from the registry), the package is
 // listed as the console lists it (PackageManifest), and a Subscription installs the channel's
-// head from it (OLM unpacks the bundle image in a Job).
+// head from it (OLM unpacks the bundle image in a Job), configured through the Subscription.
 func TestOperatorHubCatalog(t *testing.T) {
 	ctx := context.Background()
 	catalog := &operatorsv1alpha1.CatalogSource{
@@ -44,7 +44,9 @@ func TestOperatorHubCatalog(t *testing.T) {
 	sub := &operatorsv1alpha1.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Name: bundle.Package, Namespace: hubNS},
 		Spec: &operatorsv1alpha1.SubscriptionSpec{CatalogSource: catalogName, CatalogSourceNamespace: olmNS,
-			Package: bundle.Package, Channel: "alpha", InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic},
+			Package: bundle.Package, Channel: "alpha", InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic,
+			// Configured as docs/operations.md tells an admin to: the IDEs trust the gateway.
+			Config: &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{gatewayAuthEnv}}},
 	}
 	t.Cleanup(func() { removeHubInstall(t, catalog, sub) })
 	if err := k8sClient.Create(ctx, catalog); err != nil {
@@ -86,6 +88,7 @@ func TestOperatorHubCatalog(t *testing.T) {
 		}
 		return nil
 	})
+	t.Run("the Subscription's config.env has the IDEs trust the gateway, whose pods alone reach them", checkGatewayIDE)
 }
 
 // checkPackageManifest reads the package as the OperatorHub console does: from the package
