@@ -46,7 +46,7 @@ func checkGatewayIDE(t *testing.T) {
 	if len(secrets.Items) > 0 {
 		t.Errorf("the gateway-trusting workspace has the Secret %s; want no password", secrets.Items[0].Name)
 	}
-	gateway := probePod(t, workspaceNS, "hub-gateway-pod", map[string]string{"infra.cloudspace.dev/workspace-access": "true"}, "")
+	gateway := gatewayPod(t, "hub-gateway-pod", "")
 	outsider := probePod(t, workspaceNS, "hub-outsider", nil, "")
 	ide := []target{{"ide", serviceAddr(t, workspaceNS, ws.Name)}}
 	expect(t, gateway, probe(t, gateway, ide), ide, nil)

@@ -48,7 +48,7 @@ func checkTenantNetworks(t *testing.T) {
 	first := placedWorkspaces(t, nodes[1], [2]string{"net-alice", "alice"}, [2]string{"net-bob-near", "bob"})
 	alice, near := first[0], first[1]
 	far := placedWorkspaces(t, nodes[2], [2]string{"net-bob-far", "bob"})[0]
-	gateway := gatewayPod(t, nodes[2])
+	gateway := gatewayPod(t, "net-gateway", nodes[2])
 	aliceVM := tenantLauncher(t, "net-alice-vm")
 
 	vmSSH := target{"alice-vm-ssh", net.JoinHostPort(aliceVM.Status.PodIP, "22")}
@@ -214,10 +214,11 @@ func cordon(t *testing.T, nodes ...string) func() {
 	return undo
 }
 
-// gatewayPod runs a pod labelled as a workspace gateway in the workspaces' namespace, on node.
-func gatewayPod(t *testing.T, node string) *corev1.Pod {
+// gatewayPod runs a pod labelled as a workspace gateway in the workspaces' namespace, on node
+// ("" where the scheduler likes).
+func gatewayPod(t *testing.T, name, node string) *corev1.Pod {
 	t.Helper()
-	return probePod(t, workspaceNS, "net-gateway", map[string]string{"infra.cloudspace.dev/workspace-access": "true"}, node)
+	return probePod(t, workspaceNS, name, map[string]string{"infra.cloudspace.dev/workspace-access": "true"}, node)
 }
 
 // probePod runs a pod from the IDE image (which has bash for the probes) in ns, with labels, on
