@@ -49,8 +49,9 @@ trap cleanup EXIT
 hack/packages.sh node images
 setsid make -s images IMAGES_ARGS="-registry none" >bin/images-build.log 2>&1 &
 building=$!
+up=$SECONDS
 make -s real-cluster
-step "real cluster up"
+step "real cluster up (make real-cluster: $((SECONDS - up))s)"
 if ! wait "$building"; then
   building=
   cat bin/images-build.log >&2

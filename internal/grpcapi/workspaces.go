@@ -334,15 +334,22 @@ func (w *workspaces) admit(ctx context.Context, user string, ws *infrav1alpha1.W
 	if err := w.c.Get(ctx, key, &infrav1alpha1.Workspace{}); err == nil {
 		return 0, status.Errorf(codes.AlreadyExists, "workspace %s already exists", key.Name)
 	}
-	if err := w.checkRetainedVolume(ctx, user, key); err != nil {
-		return 0, err
-	}
+	// The two reads of the API server go at once (a burst of creates waits on each round
+	// trip); the retained volume's answer wins, as it would have come first.
+	var retained error
+	var wg sync.WaitGroup
+	wg.Go(func() { retained = w.checkRetainedVolume(ctx, user, key) })
 	// The limits are checked on what the dry run stored: the workspace with the CRD's defaults
 	// filled in, which is what the operator renders and checks. A field the call left out is
 	// over a limit below its default just as one it set.
 	defaulted := ws.DeepCopy()
-	if err := w.c.Create(ctx, defaulted, client.DryRunAll); err != nil {
-		return 0, createError(err, ws.Name, f)
+	dryRun := w.c.Create(ctx, defaulted, client.DryRunAll)
+	wg.Wait()
+	if retained != nil {
+		return 0, retained
+	}
+	if dryRun != nil {
+		return 0, createError(dryRun, ws.Name, f)
 	}
 	if ferr := w.cfg.Limits.Check(&defaulted.Spec); ferr != nil {
 		over := apierrors.NewInvalid(infrav1alpha1.GroupVersion.WithKind("Workspace").GroupKind(), ws.Name, field.ErrorList{ferr})

@@ -54,7 +54,7 @@ func StartCluster(ctx context.Context, dir, name string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig of cluster %s: %w", name, err)
 	}
-	cfg.QPS, cfg.Burst = 200, 400
+	Unthrottled(cfg)
 	c.Config = cfg
 	return c, nil
 }
@@ -91,4 +91,11 @@ func (c *Cluster) script(ctx context.Context, verb string) error {
 		return fmt.Errorf("dev-cluster.sh %s: %w\n%s", verb, err, out)
 	}
 	return nil
+}
+
+// Unthrottled lifts client-go's default rate limit (5 requests a second, bursts of 10) from a
+// test's client: a suite's waits poll at once, every PollInterval, and the default queued each
+// behind the others until a wait ran out of time without having looked.
+func Unthrottled(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = 200, 400
 }

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +23,9 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, check func(contex
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(context.Background(), PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		err := check(ctx)
-		// A check cut off by the deadline says less than the one before it.
-		if err == nil || last == nil || ctx.Err() == nil {
+		// A check cut off by the deadline (or by a client's rate limiter, which refuses to
+		// wait past it) says less than the one before it.
+		if err == nil || last == nil || !cutOff(ctx, err) {
 			last = err
 		}
 		return err == nil, nil
@@ -34,4 +37,10 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, check func(contex
 		t.Fatalf("%s: not within %s: %v", what, timeout, last)
 	}
 	return time.Since(start)
+}
+
+// cutOff reports whether err is the deadline's rather than the check's: the context ended, or
+// client-go's rate limiter would not wait past the deadline (its error does not wrap one).
+func cutOff(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "would exceed context deadline")
 }

@@ -179,7 +179,9 @@ func checkUnpullableDaemon(t *testing.T) {
 // checkDaemonOnLabelledNodes follows a GenericDaemon's label across the workers: labelling a
 // node brings its pod there (its logs readable), labelling another adds one, removing a label
 // takes that node's pod away, a node that joins with the label gets one and takes it along when
-// it leaves; status.installed follows each step.
+// it leaves; status.installed follows each step. The joining node takes no other pod (the
+// other lanes' must not land on a node that goes away under them): it registers with a taint
+// nothing tolerates and is then cordoned, which a DaemonSet's pods tolerate, as on any cluster.
 func checkDaemonOnLabelledNodes(t *testing.T) {
 	workers := strings.Fields(env["REAL_CLUSTER_NODES"])[1:]
 	if len(workers) < 2 {
@@ -221,9 +223,11 @@ func checkDaemonOnLabelledNodes(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	if out, err := clusterCmd("node-add", joining, key+"="+value); err != nil {
+	if out, err := clusterCmd("node-add", joining, key+"="+value, "cloudspace.dev/real-joining=true:NoSchedule"); err != nil {
 		t.Fatalf("adding node %s: %v\n%s", joining, err, out)
 	}
+	// Cordoned and untainted in one write: at no moment can another pod be scheduled there.
+	patchNode(t, joining, `{"spec":{"unschedulable":true,"taints":[{"key":"node.kubernetes.io/unschedulable","effect":"NoSchedule"}]}}`)
 	t.Logf("node %s joined, Ready with its enforcer: %s", joining, time.Since(start).Round(100*time.Millisecond))
 	waitDaemonOn(t, gd, workers[1], joining)
 	if out, err := clusterCmd("node-remove", joining); err != nil {

@@ -38,6 +38,8 @@ func checkGatewayIDE(t *testing.T) {
 	}
 	// Gone before the test's operator is removed, which must take its finalizer off.
 	t.Cleanup(func() { deleteAndWait(t, ws) })
+	// The probes' pods start with the IDE.
+	gateway, outsider := newGatewayPod(t, "hub-gateway-pod", ""), newProbePod(t, workspaceNS, "hub-outsider", nil, "")
 	runningIDE(t, ws)
 	var secrets corev1.SecretList
 	if err := k8sClient.List(ctx, &secrets, client.InNamespace(workspaceNS), client.MatchingLabels{"app.kubernetes.io/instance": ws.Name}); err != nil {
@@ -46,8 +48,7 @@ func checkGatewayIDE(t *testing.T) {
 	if len(secrets.Items) > 0 {
 		t.Errorf("the gateway-trusting workspace has the Secret %s; want no password", secrets.Items[0].Name)
 	}
-	gateway := gatewayPod(t, "hub-gateway-pod", "")
-	outsider := probePod(t, workspaceNS, "hub-outsider", nil, "")
+	waitRunning(t, gateway, outsider)
 	ide := []target{{"ide", serviceAddr(t, workspaceNS, ws.Name)}}
 	expect(t, gateway, probe(t, gateway, ide), ide, nil)
 	expect(t, outsider, probe(t, outsider, ide), nil, ide)

@@ -59,8 +59,9 @@ func TestOperatorSDKInstall(t *testing.T) {
 	t.Run("the gRPC API answers through its Service", func(t *testing.T) { checkGRPC(t, api) })
 	// Most of what follows waits: for a guest's boots in software emulation, for idle
 	// timeouts, for failed starts. The lanes run at once, each one's checks one after the
-	// other; no lane drains a node, adds or removes one, replaces the operator, or shares an API
-	// user's quota with another (the idle lane is Carol's).
+	// other; no lane drains a node, replaces the operator, or shares an API user's quota with
+	// another (the idle lane is Carol's). The one node a lane adds and removes takes no pod but
+	// its daemon's (checkDaemonOnLabelledNodes).
 	t.Run("lanes", func(t *testing.T) {
 		lane(t, "virtual machines",
 			check{"a VM boots, answers SSH with its user's key, reaches only what its policy allows, runs on while a session is open, stops when idle, boots again with its disk", func(t *testing.T) { checkVirtualMachine(t, vm) }})
@@ -68,7 +69,9 @@ func TestOperatorSDKInstall(t *testing.T) {
 			waitBooted(t, vm)
 			checkScorecard(t)
 		}})
-		lane(t, "idle", check{"an unused IDE is warned of on Watch, then stopped, and starts with its files; one in use runs on", func(t *testing.T) { checkIdleWorkspaces(t, api.as("carol", api.third)) }})
+		lane(t, "idle and daemons",
+			check{"an unused IDE is warned of on Watch, then stopped, and starts with its files; one in use runs on", func(t *testing.T) { checkIdleWorkspaces(t, api.as("carol", api.third)) }},
+			check{"a GenericDaemon follows its label from worker to worker", checkDaemonOnLabelledNodes})
 		lane(t, "tenants and failures",
 			check{"a GenericDaemon's pods run on the node", checkGenericDaemon},
 			check{"a GenericDaemon whose image cannot be pulled says so", checkUnpullableDaemon},
@@ -89,7 +92,6 @@ func TestOperatorSDKInstall(t *testing.T) {
 		defer cordon(t, node)() // the new operator's pod stays off the node the next checks lose
 		checkUpgrade(t)
 	})
-	t.Run("a GenericDaemon follows its label from worker to worker", checkDaemonOnLabelledNodes)
 	t.Run("a VM stopped for being idle boots again with its disk", func(t *testing.T) { checkVMRestarted(t, vm) })
 	t.Run("a lost node's workspace and VM are Failed naming it within about a minute, on the API too, new ones land elsewhere, and they run on when the node is back", func(t *testing.T) { checkLostNode(t, node, vm, api) })
 	t.Run("a drained node's VM powers off cleanly and its workspace waits for it, both saying so; the workspace runs there again with its files", func(t *testing.T) { checkDrain(t, node, vm) })

@@ -45,10 +45,11 @@ func checkTenantNetworks(t *testing.T) {
 		t.Fatalf("REAL_CLUSTER_NODES=%q: the isolation checks need two workers besides %s", env["REAL_CLUSTER_NODES"], realcluster.NodeName)
 	}
 	ensureNamespace(t, workspaceNS)
+	gateway := newGatewayPod(t, "net-gateway", nodes[2])
 	first := placedWorkspaces(t, nodes[1], [2]string{"net-alice", "alice"}, [2]string{"net-bob-near", "bob"})
 	alice, near := first[0], first[1]
 	far := placedWorkspaces(t, nodes[2], [2]string{"net-bob-far", "bob"})[0]
-	gateway := gatewayPod(t, "net-gateway", nodes[2])
+	waitRunning(t, gateway)
 	aliceVM := tenantLauncher(t, "net-alice-vm")
 
 	vmSSH := target{"alice-vm-ssh", net.JoinHostPort(aliceVM.Status.PodIP, "22")}
@@ -214,16 +215,16 @@ func cordon(t *testing.T, nodes ...string) func() {
 	return undo
 }
 
-// gatewayPod runs a pod labelled as a workspace gateway in the workspaces' namespace, on node
-// ("" where the scheduler likes).
-func gatewayPod(t *testing.T, name, node string) *corev1.Pod {
+// newGatewayPod creates a pod labelled as the gateway's pods are, in the workspaces'
+// namespace, on node ("" where the scheduler likes); waitRunning waits for it.
+func newGatewayPod(t *testing.T, name, node string) *corev1.Pod {
 	t.Helper()
-	return probePod(t, workspaceNS, name, map[string]string{"infra.cloudspace.dev/workspace-access": "true"}, node)
+	return newProbePod(t, workspaceNS, name, map[string]string{"infra.cloudspace.dev/workspace-access": "true"}, node)
 }
 
-// probePod runs a pod from the IDE image (which has bash for the probes) in ns, with labels, on
-// node ("" where the scheduler likes), and waits until it runs.
-func probePod(t *testing.T, ns, name string, labels map[string]string, node string) *corev1.Pod {
+// newProbePod creates a pod from the IDE image (which has bash for the probes) in ns, with
+// labels, on node ("" where the scheduler likes); it is deleted when the test ends.
+func newProbePod(t *testing.T, ns, name string, labels map[string]string, node string) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -236,16 +237,23 @@ func probePod(t *testing.T, ns, name string, labels map[string]string, node stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), pod) })
-	waitFor(t, 2*time.Minute, "pod "+ns+"/"+name+" Running", func(ctx context.Context) error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-			return err
-		}
-		if pod.Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("phase %s", pod.Status.Phase)
-		}
-		return nil
-	})
 	return pod
+}
+
+// waitRunning waits until every pod runs, reading each into its pointer.
+func waitRunning(t *testing.T, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, pod := range pods {
+		waitFor(t, 2*time.Minute, "pod "+pod.Namespace+"/"+pod.Name+" Running", func(ctx context.Context) error {
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				return err
+			}
+			if pod.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("phase %s", pod.Status.Phase)
+			}
+			return nil
+		})
+	}
 }
 
 // checkAPIPolicy applies the workspace API's NetworkPolicy as config/default ships it to the
@@ -281,8 +289,8 @@ func checkAPIPolicy(t *testing.T) {
 	}
 	api := target{"workspace-api", serviceAddr(t, operatorNS, grpcService)}
 	metrics := target{"metrics", serviceAddr(t, operatorNS, "cloudspace-operator-controller-manager-metrics-service")}
-	portal := probePod(t, "api-portal", "client", nil, "")
-	outsider := probePod(t, "api-outsider", "client", nil, "")
+	portal, outsider := newProbePod(t, "api-portal", "client", nil, ""), newProbePod(t, "api-outsider", "client", nil, "")
+	waitRunning(t, portal, outsider)
 	waitFor(t, time.Minute, "the labelled namespace reaching the API, the other only its metrics", func(context.Context) error {
 		if err := expectErr(portal, probe(t, portal, []target{api}), []target{api}, nil); err != nil {
 			return err

@@ -67,6 +67,7 @@ func setUp() error {
 	if cfg, err = clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"]); err != nil {
 		return err
 	}
+	framework.Unthrottled(cfg)
 	if k8sClient, err = client.New(cfg, client.Options{Scheme: framework.OLMScheme()}); err != nil {
 		return err
 	}

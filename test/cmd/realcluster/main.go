@@ -7,7 +7,7 @@
 //	realcluster snapshot   print the host's state that the cluster must leave as it was
 //	realcluster node-stop NODE    kill the node's kubelet and containerd (a lost node)
 //	realcluster node-start NODE   start them again and wait until the node is Ready
-//	realcluster node-add NODE [LABELS]   join a new worker (real-worker-N), its kubelet with LABELS (k=v,...)
+//	realcluster node-add NODE [LABELS [TAINTS]]   join a new worker (real-worker-N), registered with LABELS (k=v,...) and TAINTS (k=v:Effect,...)
 //	realcluster node-remove NODE  take a worker out for good
 //
 // and, run by the cluster itself: hold DIR (keeps a node's or the fabric's namespaces open),
@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
@@ -95,38 +97,48 @@ func forward(ctx context.Context, args []string) error {
 	return realcluster.Forward(ctx, realcluster.Dialer{PID: *holder}, fs.Args())
 }
 
-// up starts the cluster, pushes the images it needs (the pod sandbox, CoreDNS, stand-ins of
-// OLM's util and opm images and of scorecard's) to its registry, and starts CoreDNS and OLM.
+// up starts the cluster and, while its nodes start, pushes the images it needs (the pod
+// sandbox, CoreDNS, stand-ins of OLM's util and opm images and of scorecard's) to its registry,
+// then starts CoreDNS and OLM together.
 func up(ctx context.Context, repo string, layout realcluster.Layout) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	if err := layout.Up(ctx, realcluster.Options{Self: self, Log: logf}); err != nil {
-		return err
-	}
+	return layout.Up(ctx, realcluster.Options{Self: self, Log: logf, Alongside: func(ctx context.Context) error {
+		return startInfra(ctx, repo, layout)
+	}})
+}
+
+// startInfra pushes the infra images, then starts CoreDNS and OLM at once.
+func startInfra(ctx context.Context, repo string, layout realcluster.Layout) error {
 	start := time.Now()
-	refs, err := pushInfra(repo, layout)
+	refs, err := pushInfra(ctx, repo, layout)
 	if err != nil {
 		return err
 	}
 	logf("%5.1fs infra images pushed to %s", time.Since(start).Seconds(), layout.Registry())
-	if err := layout.StartDNS(ctx, refs[images.CoreDNSRepo], logf); err != nil {
-		return err
-	}
 	crds, err := olmCRDs(repo)
 	if err != nil {
 		return err
 	}
-	return layout.StartOLM(ctx, realcluster.OLM{
-		CRDs: crds, UtilImage: refs[images.OLMUtilRepo], OPMImage: refs[images.OPMRepo],
-	}, logf)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return layout.StartDNS(ctx, refs[images.CoreDNSRepo], logf) })
+	g.Go(func() error {
+		return layout.StartOLM(ctx, realcluster.OLM{
+			CRDs: crds, UtilImage: refs[images.OLMUtilRepo], OPMImage: refs[images.OPMRepo],
+		}, logf)
+	})
+	return g.Wait()
 }
 
 // pushInfra builds and pushes the infra images; it returns their references by repository.
-func pushInfra(repo string, layout realcluster.Layout) (map[string]string, error) {
+func pushInfra(ctx context.Context, repo string, layout realcluster.Layout) (map[string]string, error) {
 	transport, err := oci.Transport(layout.CA())
 	if err != nil {
+		return nil, err
+	}
+	if err := layout.WaitRegistry(ctx, transport); err != nil {
 		return nil, err
 	}
 	b, err := images.NewBuilder(repo, func(string, ...any) {})
@@ -157,8 +169,8 @@ func olmCRDs(repo string) (string, error) {
 
 // nodeVerb loses, brings back, adds or removes one node.
 func nodeVerb(ctx context.Context, layout realcluster.Layout, verb string, args []string) error {
-	if len(args) < 1 || len(args) > 2 || (len(args) == 2 && verb != "node-add") {
-		return fmt.Errorf("usage: realcluster %s NODE%s", verb, map[bool]string{true: " [LABELS]"}[verb == "node-add"])
+	if len(args) < 1 || len(args) > 3 || (len(args) > 1 && verb != "node-add") {
+		return fmt.Errorf("usage: realcluster %s NODE%s", verb, map[bool]string{true: " [LABELS [TAINTS]]"}[verb == "node-add"])
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -170,7 +182,14 @@ func nodeVerb(ctx context.Context, layout realcluster.Layout, verb string, args 
 	case "node-start":
 		return layout.StartNode(ctx, self, args[0])
 	case "node-add":
-		return layout.AddNode(ctx, self, args[0], strings.Join(args[1:], ""))
+		reg := realcluster.Registration{}
+		if len(args) > 1 {
+			reg.Labels = args[1]
+		}
+		if len(args) > 2 {
+			reg.Taints = args[2]
+		}
+		return layout.AddNode(ctx, self, args[0], reg)
 	}
 	return layout.RemoveNode(ctx, args[0])
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
@@ -26,6 +27,10 @@ func (b *Builder) Build(recipes []Recipe, transport http.RoundTripper) ([]Built,
 	if b.Refs == nil {
 		b.Refs = map[string]string{}
 	}
+	// Layers no build has used for a fortnight go: every change of the operator leaves one.
+	if err := b.layers().Prune(14 * 24 * time.Hour); err != nil {
+		return nil, err
+	}
 	var out []Built
 	for _, r := range recipes {
 		start := time.Now()
@@ -45,6 +50,11 @@ func (b *Builder) build(r Recipe, transport http.RoundTripper) (Built, error) {
 	layers, err := r.Layers(b)
 	if err != nil {
 		return Built{}, err
+	}
+	for i, l := range layers {
+		if layers[i], err = b.layers().Cached(l); err != nil {
+			return Built{}, err
+		}
 	}
 	cfg := r.Config
 	if r.Dockerfile == "bundle.Dockerfile" {
@@ -71,6 +81,14 @@ func (b *Builder) build(r Recipe, transport http.RoundTripper) (Built, error) {
 		}
 	}
 	return built, nil
+}
+
+// layers keeps the images' compressed layers, beside the slow inputs.
+func (b *Builder) layers() oci.LayerCache {
+	if b.Cache == "" {
+		return oci.LayerCache{}
+	}
+	return oci.LayerCache{Dir: filepath.Join(b.Cache, "layers")}
 }
 
 // WriteJSON records what was built (bin/images.json), for the tests and make real-install.

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Epoch is the time stamped on every file, layer and image (the SOURCE_DATE_EPOCH of the
@@ -92,21 +90,25 @@ func Tree(dst, src string) ([]Entry, error) {
 }
 
 // Layer is a layer holding entries, written as an uncompressed tar sorted by path, every
-// missing parent directory added (0755, root), every time set to Epoch.
+// missing parent directory added (0755, root), every time set to Epoch. It is compressed when
+// first needed (or taken from a LayerCache).
 func Layer(entries []Entry) (v1.Layer, error) {
 	data, err := Tar(entries)
 	if err != nil {
 		return nil, err
 	}
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+	return &lazyLayer{open: func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}}, nil
 }
 
 // LayerFromTar is a layer whose content is the tar file at p (a root filesystem built by a
 // recipe that makes its own tar reproducible).
 func LayerFromTar(p string) (v1.Layer, error) {
-	return tarball.LayerFromFile(p, tarball.WithMediaType(types.OCILayer))
+	if _, err := os.Stat(p); err != nil {
+		return nil, err
+	}
+	return &lazyLayer{open: func() (io.ReadCloser, error) { return os.Open(p) }}, nil
 }
 
 // Tar writes entries as a deterministic tar stream.

@@ -24,6 +24,11 @@ type Options struct {
 	Self string
 	// Log receives each step with its elapsed time.
 	Log func(format string, args ...any)
+	// Alongside, when set, is what needs the API server and the registry but not the nodes (the
+	// infra images, CoreDNS's Deployment, OLM's processes). Up runs it once: as soon as the API
+	// server is ready, while the nodes start, or at once when the cluster runs already; Up
+	// returns its error.
+	Alongside func(ctx context.Context) error
 }
 
 // Up starts the cluster unless it runs already, and waits until its nodes are Ready with their
@@ -36,7 +41,7 @@ func (l Layout) Up(ctx context.Context, o Options) error {
 	}
 	if l.healthy(ctx) {
 		step("already running (KUBECONFIG=%s)", l.Kubeconfig())
-		return nil
+		return o.alongside(ctx)
 	}
 	if _, err := os.Stat(l.Dir); err == nil {
 		step("removing a cluster that is not running")
@@ -52,7 +57,7 @@ func (l Layout) Up(ctx context.Context, o Options) error {
 		return err
 	}
 	step("namespaces made: the fabric and %d nodes", len(l.Nodes()))
-	if err := l.startDaemons(ctx, o.Self, step); err != nil {
+	if err := l.startDaemons(ctx, o, step); err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, l.Path("logs"))
 	}
 	if err := l.writeEnv(); err != nil {
@@ -105,13 +110,14 @@ func (l Layout) prepareNode(n Node) error {
 	return makeCgroups(n.cgroupRoot())
 }
 
-// startDaemons starts each phase of daemons and waits for what the next phase needs.
-func (l Layout) startDaemons(ctx context.Context, self string, step func(string, ...any)) error {
+// startDaemons starts each phase of daemons and waits for what the next phase needs; once the
+// API server is ready, o.Alongside runs beside the rest.
+func (l Layout) startDaemons(ctx context.Context, o Options, step func(string, ...any)) error {
 	cp, err := l.HolderPID()
 	if err != nil {
 		return err
 	}
-	phases := l.daemons(self, cp)
+	phases := l.daemons(o.Self, cp)
 	waits := []func(context.Context) error{
 		func(ctx context.Context) error {
 			return l.waitHTTP(ctx, cp, "http://127.0.0.1:2379/health", "etcd")
@@ -120,6 +126,9 @@ func (l Layout) startDaemons(ctx context.Context, self string, step func(string,
 		l.waitNodesReady,
 		l.waitEnforcers,
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	alongside := make(chan error, 1)
 	for i, phase := range phases {
 		for _, d := range phase {
 			if err := l.start(d); err != nil {
@@ -130,8 +139,25 @@ func (l Layout) startDaemons(ctx context.Context, self string, step func(string,
 			return err
 		}
 		step("%s", phaseNames[i])
+		if i == apiPhase {
+			go func() { alongside <- o.alongside(ctx) }()
+		}
 	}
-	return l.bootstrap(ctx)
+	if err := l.bootstrap(ctx); err != nil {
+		return err
+	}
+	return <-alongside
+}
+
+// apiPhase is the phase after which the API server is ready.
+const apiPhase = 1
+
+// alongside runs Alongside, if any.
+func (o Options) alongside(ctx context.Context) error {
+	if o.Alongside == nil {
+		return nil
+	}
+	return o.Alongside(ctx)
 }
 
 var phaseNames = []string{"etcd, registry and containerd started", "API server ready",
@@ -183,6 +209,28 @@ func (l Layout) waitHTTP(ctx context.Context, holder int, url, what string) erro
 	})
 	if err != nil {
 		return fmt.Errorf("%s did not become healthy: %w", what, err)
+	}
+	return nil
+}
+
+// WaitRegistry waits until the registry answers its API's base path (through the host's
+// forwarder, as pushes reach it) over transport.
+func (l Layout) WaitRegistry(ctx context.Context, transport http.RoundTripper) error {
+	client := &http.Client{Transport: transport, Timeout: 2 * time.Second}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+l.Registry()+"/v2/", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the registry at %s did not answer: %w", l.Registry(), err)
 	}
 	return nil
 }

@@ -54,11 +54,11 @@ func (l Layout) daemons(self string, cp int) [][]daemon {
 	}
 	var enforcers []daemon
 	for _, n := range l.Nodes() {
-		labels := ""
+		var reg Registration
 		if n.Index == 0 {
-			labels = NodeLabels
+			reg.Labels = NodeLabels
 		}
-		own := l.nodeDaemons(self, cp, n, labels)
+		own := l.nodeDaemons(self, cp, n, reg)
 		storage = append(storage, own[0]...)
 		control = append(control, own[1]...)
 		enforcers = append(enforcers, own[2]...)
@@ -66,10 +66,16 @@ func (l Layout) daemons(self string, cp int) [][]daemon {
 	return [][]daemon{storage, api, control, enforcers}
 }
 
+// Registration is how a node's kubelet registers it: with labels (k=v,...) and taints
+// (k=v:Effect,...).
+type Registration struct {
+	Labels, Taints string
+}
+
 // nodeDaemons are the node's own processes by phase (those of daemons): its containerd (and on
-// a worker, the registry's forwarder), its kubelet with labels and kube-proxy, and its
-// NetworkPolicy enforcer.
-func (l Layout) nodeDaemons(self string, cp int, n Node, labels string) [3][]daemon {
+// a worker, the registry's forwarder), its kubelet registering the node as reg says and
+// kube-proxy, and its NetworkPolicy enforcer.
+func (l Layout) nodeDaemons(self string, cp int, n Node, reg Registration) [3][]daemon {
 	var storage []daemon
 	storage = append(storage, daemon{name: n.daemon("containerd"), node: n.Name, bin: l.Bin + "/containerd",
 		args: []string{"--config", l.nodePath(n, "containerd.toml"), "--log-level", "warn"}})
@@ -78,10 +84,14 @@ func (l Layout) nodeDaemons(self string, cp int, n Node, labels string) [3][]dae
 		storage = append(storage, daemon{name: n.daemon("registry-forwarder"), node: n.Name, bin: self,
 			args: []string{"forward", "--holder", strconv.Itoa(cp), l.Registry() + "=" + l.Registry()}})
 	}
+	kubelet := []string{"--config=" + l.nodePath(n, "kubelet.yaml"),
+		"--kubeconfig=" + l.nodePath(n, "kubelet.kubeconfig"), "--hostname-override=" + n.Name, "--node-ip=" + n.IP(),
+		"--node-labels=" + reg.Labels, "--v=1"}
+	if reg.Taints != "" {
+		kubelet = append(kubelet, "--register-with-taints="+reg.Taints)
+	}
 	node := []daemon{
-		{name: n.daemon("kubelet"), node: n.Name, bin: l.Bin + "/kubelet", args: []string{"--config=" + l.nodePath(n, "kubelet.yaml"),
-			"--kubeconfig=" + l.nodePath(n, "kubelet.kubeconfig"), "--hostname-override=" + n.Name, "--node-ip=" + n.IP(),
-			"--node-labels=" + labels, "--v=1"}},
+		{name: n.daemon("kubelet"), node: n.Name, bin: l.Bin + "/kubelet", args: kubelet},
 		{name: n.daemon("kube-proxy"), node: n.Name, bin: l.Bin + "/kube-proxy", args: []string{"--config=" + l.nodePath(n, "kube-proxy.yaml")}},
 	}
 	return [3][]daemon{storage, node, {l.enforcer(n)}}

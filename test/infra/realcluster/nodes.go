@@ -296,10 +296,10 @@ func (l Layout) daemonNamed(self string, cp int, name string) (daemon, bool) {
 	return daemon{}, false
 }
 
-// AddNode joins a new worker to the running cluster, with its kubelet's labels (k=v,...): its
-// namespaces, certificates, containerd, kubelet, kube-proxy and enforcer, as Up makes a
-// worker; it returns once the node is Ready with its enforcer running.
-func (l Layout) AddNode(ctx context.Context, self, name, labels string) error {
+// AddNode joins a new worker to the running cluster, registered as reg says: its namespaces,
+// certificates, containerd, kubelet, kube-proxy and enforcer, as Up makes a worker; it returns
+// once the node is Ready with its enforcer running.
+func (l Layout) AddNode(ctx context.Context, self, name string, reg Registration) error {
 	n, err := NodeNamed(name)
 	if err != nil {
 		return err
@@ -324,7 +324,7 @@ func (l Layout) AddNode(ctx context.Context, self, name, labels string) error {
 	if err := l.startNodeNamespaces(self, n, fab); err != nil {
 		return err
 	}
-	phases := l.nodeDaemons(self, cp, n, labels)
+	phases := l.nodeDaemons(self, cp, n, reg)
 	var kubelet daemon
 	for _, d := range append(phases[0], phases[1]...) {
 		if d.name == n.daemon("kubelet") {
