@@ -17,11 +17,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -110,30 +112,43 @@ func up(ctx context.Context, repo string, layout realcluster.Layout) error {
 	}})
 }
 
-// startInfra pushes the infra images, then starts CoreDNS and OLM at once.
+// startInfra pushes the infra images and starts CoreDNS and OLM, each as soon as the images it
+// names are in the registry; the rest are pushed meanwhile.
 func startInfra(ctx context.Context, repo string, layout realcluster.Layout) error {
 	start := time.Now()
-	refs, err := pushInfra(ctx, repo, layout)
+	push, err := newInfraPusher(ctx, repo, layout)
 	if err != nil {
 		return err
 	}
-	logf("%5.1fs infra images pushed to %s", time.Since(start).Seconds(), layout.Registry())
 	crds, err := olmCRDs(repo)
 	if err != nil {
 		return err
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return layout.StartDNS(ctx, refs[images.CoreDNSRepo], logf) })
-	g.Go(func() error {
-		return layout.StartOLM(ctx, realcluster.OLM{
-			CRDs: crds, UtilImage: refs[images.OLMUtilRepo], OPMImage: refs[images.OPMRepo],
-		}, logf)
-	})
-	return g.Wait()
+	g, gctx := errgroup.WithContext(ctx)
+	dns, err := push(images.PauseRepo, images.CoreDNSRepo)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return layout.StartDNS(gctx, dns[images.CoreDNSRepo], logf) })
+	olm, err := push(images.OLMUtilRepo, images.OPMRepo)
+	if err == nil {
+		g.Go(func() error {
+			return layout.StartOLM(gctx, realcluster.OLM{
+				CRDs: crds, UtilImage: olm[images.OLMUtilRepo], OPMImage: olm[images.OPMRepo],
+			}, logf)
+		})
+		_, err = push()
+	}
+	if err == nil {
+		logf("%5.1fs infra images pushed to %s", time.Since(start).Seconds(), layout.Registry())
+	}
+	return errors.Join(err, g.Wait())
 }
 
-// pushInfra builds and pushes the infra images; it returns their references by repository.
-func pushInfra(ctx context.Context, repo string, layout realcluster.Layout) (map[string]string, error) {
+// newInfraPusher waits for the registry and returns push, which builds and pushes the infra
+// images of the repositories named (with none, those not pushed yet) and returns their
+// references by repository.
+func newInfraPusher(ctx context.Context, repo string, layout realcluster.Layout) (push func(repos ...string) (map[string]string, error), err error) {
 	transport, err := oci.Transport(layout.CA())
 	if err != nil {
 		return nil, err
@@ -146,19 +161,29 @@ func pushInfra(ctx context.Context, repo string, layout realcluster.Layout) (map
 		return nil, err
 	}
 	b.Registry = layout.Registry()
-	recipes, err := images.Select(images.All(""), []images.Set{images.Infra}, nil)
+	infra, err := images.Select(images.All(""), []images.Set{images.Infra}, nil)
 	if err != nil {
 		return nil, err
 	}
-	built, err := b.Build(recipes, transport)
-	if err != nil {
-		return nil, err
-	}
-	refs := map[string]string{}
-	for _, img := range built {
-		refs[strings.Split(img.Name, ":")[0]] = img.Ref
-	}
-	return refs, nil
+	pushed := map[string]bool{}
+	return func(repos ...string) (map[string]string, error) {
+		var recipes []images.Recipe
+		for _, r := range infra {
+			if !pushed[r.Repo] && (len(repos) == 0 || slices.Contains(repos, r.Repo)) {
+				recipes = append(recipes, r)
+				pushed[r.Repo] = true
+			}
+		}
+		built, err := b.Build(recipes, transport)
+		if err != nil {
+			return nil, err
+		}
+		refs := map[string]string{}
+		for _, img := range built {
+			refs[strings.Split(img.Name, ":")[0]] = img.Ref
+		}
+		return refs, nil
+	}, nil
 }
 
 // olmCRDs is the directory of OLM's CRDs in the module the OLM tools are built from.
