@@ -53,6 +53,9 @@ func run() error {
 		return err
 	}
 	defer unlock()
+	if err := b.PruneLayers(); err != nil {
+		return err
+	}
 	built, err := b.Build(recipes, transport)
 	if err != nil {
 		return err

@@ -27,10 +27,6 @@ func (b *Builder) Build(recipes []Recipe, transport http.RoundTripper) ([]Built,
 	if b.Refs == nil {
 		b.Refs = map[string]string{}
 	}
-	// Layers no build has used for a fortnight go: every change of the operator leaves one.
-	if err := b.layers().Prune(14 * 24 * time.Hour); err != nil {
-		return nil, err
-	}
 	var out []Built
 	for _, r := range recipes {
 		start := time.Now()
@@ -81,6 +77,12 @@ func (b *Builder) build(r Recipe, transport http.RoundTripper) (Built, error) {
 		}
 	}
 	return built, nil
+}
+
+// PruneLayers removes the compressed layers no build has used for a fortnight: every change of
+// the operator leaves one.
+func (b *Builder) PruneLayers() error {
+	return b.layers().Prune(14 * 24 * time.Hour)
 }
 
 // layers keeps the images' compressed layers, beside the slow inputs.

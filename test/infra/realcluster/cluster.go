@@ -198,27 +198,20 @@ func (l Layout) healthy(ctx context.Context) bool {
 
 // waitHTTP waits until url, inside the node's network namespace, answers 200.
 func (l Layout) waitHTTP(ctx context.Context, holder int, url, what string) error {
-	client := &http.Client{Transport: &http.Transport{DialContext: Dialer{PID: holder}.DialContext}, Timeout: 2 * time.Second}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		resp, err := client.Get(url)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s did not become healthy: %w", what, err)
-	}
-	return nil
+	return waitOK(ctx, &http.Transport{DialContext: Dialer{PID: holder}.DialContext}, url, what)
 }
 
 // WaitRegistry waits until the registry answers its API's base path (through the host's
 // forwarder, as pushes reach it) over transport.
 func (l Layout) WaitRegistry(ctx context.Context, transport http.RoundTripper) error {
+	return waitOK(ctx, transport, "https://"+l.Registry()+"/v2/", "the registry at "+l.Registry())
+}
+
+// waitOK waits until a GET of url over transport answers 200.
+func waitOK(ctx context.Context, transport http.RoundTripper, url, what string) error {
 	client := &http.Client{Transport: transport, Timeout: 2 * time.Second}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+l.Registry()+"/v2/", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return false, err
 		}
@@ -230,7 +223,7 @@ func (l Layout) WaitRegistry(ctx context.Context, transport http.RoundTripper) e
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the registry at %s did not answer: %w", l.Registry(), err)
+		return fmt.Errorf("%s did not become healthy: %w", what, err)
 	}
 	return nil
 }
