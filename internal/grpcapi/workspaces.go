@@ -149,11 +149,14 @@ func createError(err error, name string, f fields) error {
 	return status.Error(codes.InvalidArgument, strings.Join(msgs, "; "))
 }
 
-// object builds the Workspace for a validated spec.
+// object builds the Workspace for a validated spec. It carries the operator's finalizer from
+// its create on: the operator would add it first thing, a write and a round trip more before
+// the workspace's children are made, for every workspace the API creates.
 func (sp spec) object(user string) *infrav1alpha1.Workspace {
 	ws := &infrav1alpha1.Workspace{
-		ObjectMeta: metav1.ObjectMeta{Name: sp.name, Namespace: sp.namespace, Labels: map[string]string{workspace.OwnerLabel: user}},
-		Spec:       infrav1alpha1.WorkspaceSpec{Owner: user, Image: sp.image, Port: int32(sp.port), Running: ptr.To(true)},
+		ObjectMeta: metav1.ObjectMeta{Name: sp.name, Namespace: sp.namespace, Labels: map[string]string{workspace.OwnerLabel: user},
+			Finalizers: []string{infrav1alpha1.Finalizer}},
+		Spec: infrav1alpha1.WorkspaceSpec{Owner: user, Image: sp.image, Port: int32(sp.port), Running: ptr.To(true)},
 	}
 	if sp.cpu != "" {
 		ws.Spec.Resources.CPU = ptr.To(resource.MustParse(sp.cpu))

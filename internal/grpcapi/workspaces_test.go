@@ -2,6 +2,8 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,10 +106,25 @@ func TestInterruptedCreateRemovesWhatItCreated(t *testing.T) {
 	if _, err := w.create(ctx, "alice", spec{name: "mine", namespace: "ides"}, true); err == nil {
 		t.Fatal("an interrupted create reported success")
 	}
-	err := server.Get(context.Background(), client.ObjectKey{Namespace: "ides", Name: "mine"}, &infrav1alpha1.Workspace{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("the workspace the interrupted call created is still there: %v", err)
+	if err := deleted(server, client.ObjectKey{Namespace: "ides", Name: "mine"}); err != nil {
+		t.Errorf("the workspace the interrupted call created: %v", err)
 	}
+}
+
+// deleted reports whether a workspace is gone or being deleted: it carries the operator's
+// finalizer from its create, and the operator tears it down.
+func deleted(c client.Reader, key client.ObjectKey) error {
+	var ws infrav1alpha1.Workspace
+	err := c.Get(context.Background(), key, &ws)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case ws.DeletionTimestamp == nil:
+		return fmt.Errorf("%s is still there, not being deleted", key)
+	}
+	return nil
 }
 
 // TestCreateStoredAfterTheCallGaveUpIsRemoved: the caller's deadline ends while its create is
@@ -153,9 +170,8 @@ func TestCreateStoredAfterTheCallGaveUpIsRemoved(t *testing.T) {
 		t.Fatalf("create = %v, want DeadlineExceeded", err)
 	}
 	<-stored
-	err := server.Get(context.Background(), client.ObjectKey{Namespace: "ides", Name: "late"}, &infrav1alpha1.Workspace{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("the workspace stored after the call gave up is still there: %v", err)
+	if err := deleted(server, client.ObjectKey{Namespace: "ides", Name: "late"}); err != nil {
+		t.Errorf("the workspace stored after the call gave up: %v", err)
 	}
 }
 
@@ -556,5 +572,22 @@ func TestTheDeadlineSaysWhatItWaitedOn(t *testing.T) {
 	_, err := w.waitRunning(ctx, client.ObjectKeyFromObject(waiting), "", nil, false)
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "it was Pending: "+waiting.Status.Message) {
 		t.Errorf("waitRunning = %v, want DeadlineExceeded saying the workspace's phase and message", err)
+	}
+}
+
+// TestCreatedWorkspacesCarryTheFinalizer: the API writes the operator's finalizer with the
+// workspace, so the operator's first reconcile goes straight to the children.
+func TestCreatedWorkspacesCarryTheFinalizer(t *testing.T) {
+	server := fake.NewClientBuilder().WithScheme(testScheme(t)).WithIndex(&infrav1alpha1.Workspace{}, ownerField, ownerIndex).Build()
+	w := newWorkspaces(server, server, server, newNotifier(), testSettings(t, inIDEs), newQuotaLock(server, server, "ops"))
+	if _, err := w.create(context.Background(), "nina", spec{name: "first", namespace: "ides", fields: v1Fields}, false); err != nil {
+		t.Fatal(err)
+	}
+	var stored infrav1alpha1.Workspace
+	if err := server.Get(context.Background(), client.ObjectKey{Namespace: "ides", Name: "first"}, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(stored.Finalizers, infrav1alpha1.Finalizer) {
+		t.Errorf("finalizers = %v, want %s from the create", stored.Finalizers, infrav1alpha1.Finalizer)
 	}
 }

@@ -52,16 +52,24 @@ type Report struct {
 	ReadyRatio  float64            `json:"readyRatioToFloor"`
 	WritesRatio float64            `json:"writesRatioToFloor"`
 	// The workspace API: N concurrent create-and-wait calls against N Deployments made directly.
-	PodsFloor     Latency `json:"workspacePodsFloor"`
-	VolumeFloor   Latency `json:"workspacePodsWithVolumeFloor"`
-	CreateAndWait Latency `json:"workspaceCreateAndWait"`
-	// CreateWrites is the API writes of the create-and-wait calls, per workspace.
+	PodsFloor   Latency `json:"workspacePodsFloor"`
+	VolumeFloor Latency `json:"workspacePodsWithVolumeFloor"`
+	// ChildrenFloor makes every kind the workspace chart renders, directly.
+	ChildrenFloor Latency `json:"workspaceChildrenFloor"`
+	// The floors' costs: their writes and CPU, per workspace.
+	VolumeFloorCost   Phase   `json:"workspacePodsWithVolumeFloorCost"`
+	ChildrenFloorCost Phase   `json:"workspaceChildrenFloorCost"`
+	CreateAndWait     Latency `json:"workspaceCreateAndWait"`
+	// CreateWrites is the API writes and CPU of the create-and-wait calls, per workspace.
 	CreateWrites Phase `json:"workspaceCreateWrites"`
 	// CreateTimeline splits CreateAndWait by what the bench saw happen meanwhile.
 	CreateTimeline Timeline `json:"workspaceCreateTimeline"`
 	// The ratios are to the floor of the workspace's shape: a pod with a volume.
 	CreateP50Ratio float64 `json:"createAndWaitP50RatioToVolumeFloor"`
 	CreateP99Ratio float64 `json:"createAndWaitP99RatioToVolumeFloor"`
+	// The ratios to the floor that makes every child: what the API and the operator add.
+	CreateP50RatioToChildren float64 `json:"createAndWaitP50RatioToChildrenFloor"`
+	CreateP99RatioToChildren float64 `json:"createAndWaitP99RatioToChildrenFloor"`
 	// VirtualMachines is nil when the run made none (-vms 0).
 	VirtualMachines *VMPhase `json:"virtualMachines"`
 	// Scale is nil when the run had no scale phase (-scale "").
@@ -77,7 +85,13 @@ type Phase struct {
 	// "genericdaemons PATCH" (the finalizer), "genericdaemons/status APPLY".
 	WritesPerCRByCause map[string]float64 `json:"writesPerCRByCause,omitempty"`
 	OperatorCPU        float64            `json:"operatorCPUSeconds,omitempty"`
-	OperatorRSSMB      float64            `json:"operatorPeakRSSMiB,omitempty"`
+	// ClusterCPU is the CPU time of the cluster's own processes (etcd, the API server, the
+	// controller manager, the scheduler, KWOK) in the phase; CPUPerCR adds the operator's and
+	// divides by the custom resources made: what one costs the machine, everything counted.
+	ClusterCPU          float64            `json:"clusterCPUSeconds"`
+	ClusterCPUByProcess map[string]float64 `json:"clusterCPUSecondsByProcess"`
+	CPUPerCR            float64            `json:"cpuSecondsPerCR"`
+	OperatorRSSMB       float64            `json:"operatorPeakRSSMiB,omitempty"`
 }
 
 func main() {
@@ -194,13 +208,16 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	if rep.Resync, err = b.resync(ctx, op); err != nil {
 		return nil, fmt.Errorf("resync: %w", err)
 	}
-	if rep.PodsFloor, err = b.podsFloor(ctx, wsFloorNamespace, false); err != nil {
+	if rep.PodsFloor, _, err = b.floorPhase(ctx, wsFloorNamespace, podOnly); err != nil {
 		return nil, fmt.Errorf("workspace floor: %w", err)
 	}
-	if rep.VolumeFloor, err = b.podsFloor(ctx, wsVolumeNamespace, true); err != nil {
+	if rep.VolumeFloor, rep.VolumeFloorCost, err = b.floorPhase(ctx, wsVolumeNamespace, withVolume); err != nil {
 		return nil, fmt.Errorf("workspace floor with volumes: %w", err)
 	}
-	rep.CreateWrites, err = b.phaseOver(ctx, nil, b.o.workspaces, func() (err error) {
+	if rep.ChildrenFloor, rep.ChildrenFloorCost, err = b.floorPhase(ctx, wsChildrenNamespace, allChildren); err != nil {
+		return nil, fmt.Errorf("workspace floor with every child: %w", err)
+	}
+	rep.CreateWrites, err = b.phaseOver(ctx, op, b.o.workspaces, func() (err error) {
 		rep.CreateAndWait, rep.CreateTimeline, err = b.createAndWait(ctx)
 		return err
 	})
@@ -211,6 +228,8 @@ func (b *bench) measure(ctx context.Context) (*Report, error) {
 	rep.WritesRatio = rep.Operator.WritesPerCR / rep.Floor.WritesPerCR
 	rep.CreateP50Ratio = rep.CreateAndWait.P50 / rep.VolumeFloor.P50
 	rep.CreateP99Ratio = rep.CreateAndWait.P99 / rep.VolumeFloor.P99
+	rep.CreateP50RatioToChildren = rep.CreateAndWait.P50 / rep.ChildrenFloor.P50
+	rep.CreateP99RatioToChildren = rep.CreateAndWait.P99 / rep.ChildrenFloor.P99
 	// The VM and scale phases start operators of their own: the VMs' flags depend on what the
 	// nodes offer, and the scale phase's operator serves Demo only.
 	if err := op.Stop(time.Minute); err != nil {
@@ -252,12 +271,21 @@ func report(r *Report, jsonPath string) error {
 	fmt.Printf("\nWorkspaces: %d concurrent calls\n\n%-44s %8s %8s %8s %8s\n", r.CreateAndWait.N, "", "p50 s", "p99 s", "max s", "wall s")
 	latencyRow("floor: Deployment created → pod ready", r.PodsFloor)
 	latencyRow("floor with a PVC each (the workspace's shape)", r.VolumeFloor)
+	latencyRow("floor with every child (+Secret, Service, NP)", r.ChildrenFloor)
 	latencyRow("createSpaceAndWaitForRunning (gRPC)", r.CreateAndWait)
 	for _, step := range r.CreateTimeline.Steps {
 		latencyRow("  "+step.Name, step.Latency)
 	}
 	fmt.Printf("\ncreate-and-wait vs the floor with a PVC: p50 %.2fx, p99 %.2fx\n", r.CreateP50Ratio, r.CreateP99Ratio)
-	fmt.Printf("writes per workspace: %.2f (%s)\n", r.CreateWrites.WritesPerCR, byCause(r.CreateWrites.WritesPerCRByCause))
+	fmt.Printf("create-and-wait vs the floor with every child: p50 %.2fx, p99 %.2fx\n", r.CreateP50RatioToChildren, r.CreateP99RatioToChildren)
+	fmt.Printf("\n%-44s %12s %16s\n", "per workspace", "writes", "CPU-s (all)")
+	for _, c := range []struct {
+		name string
+		p    Phase
+	}{{"floor with a PVC", r.VolumeFloorCost}, {"floor with every child", r.ChildrenFloorCost}, {"createSpaceAndWaitForRunning", r.CreateWrites}} {
+		fmt.Printf("%-44s %12.2f %16.3f\n", c.name, c.p.WritesPerCR, c.p.CPUPerCR)
+	}
+	fmt.Printf("writes per workspace by cause: %s\n", byCause(r.CreateWrites.WritesPerCRByCause))
 	if r.VirtualMachines != nil {
 		reportVMs(r.VirtualMachines)
 	}

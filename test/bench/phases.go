@@ -136,11 +136,24 @@ func (b *bench) phaseOver(ctx context.Context, op *framework.Operator, crs int, 
 			return Phase{}, err
 		}
 	}
+	cpu0, err := b.clusterCPU()
+	if err != nil {
+		return Phase{}, err
+	}
 	start := time.Now()
 	if err := fn(); err != nil {
 		return Phase{}, err
 	}
 	p := Phase{Seconds: time.Since(start).Seconds()}
+	cpu1, err := b.clusterCPU()
+	if err != nil {
+		return Phase{}, err
+	}
+	p.ClusterCPUByProcess = map[string]float64{}
+	for name, used := range cpu1 {
+		p.ClusterCPUByProcess[name] = used - cpu0[name]
+		p.ClusterCPU += used - cpu0[name]
+	}
 	after, err := framework.APIWriteCauses(ctx, b.cs.RESTClient())
 	if err != nil {
 		return Phase{}, err
@@ -161,7 +174,25 @@ func (b *bench) phaseOver(ctx context.Context, op *framework.Operator, crs int, 
 		}
 		p.OperatorCPU, p.OperatorRSSMB = u1.CPUSeconds-u0.CPUSeconds, u1.PeakRSSMiB
 	}
+	p.CPUPerCR = (p.ClusterCPU + p.OperatorCPU) / float64(crs)
 	return p, nil
+}
+
+// clusterCPU is the CPU time each of the cluster's processes has used so far.
+func (b *bench) clusterCPU() (map[string]float64, error) {
+	pids, err := b.cluster.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	used := make(map[string]float64, len(pids))
+	for name, pid := range pids {
+		u, err := framework.Usage(pid)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CPU time of %s (%d): %w", name, pid, err)
+		}
+		used[name] = u.CPUSeconds
+	}
+	return used, nil
 }
 
 // startOperator starts the operator with the bench's flags and extraArgs, and waits until it is ready.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -15,8 +16,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,13 +32,14 @@ import (
 )
 
 const (
-	wsFloorNamespace  = "bench-pods"
-	wsVolumeNamespace = "bench-pods-volume"
-	wsNamespace       = "bench-workspaces"
-	benchUser         = "bench"
-	benchToken        = "bench-token"
-	apiNamespace      = "bench-api"
-	apiSecret         = "api-tokens"
+	wsFloorNamespace    = "bench-pods"
+	wsVolumeNamespace   = "bench-pods-volume"
+	wsChildrenNamespace = "bench-pods-children"
+	wsNamespace         = "bench-workspaces"
+	benchUser           = "bench"
+	benchToken          = "bench-token"
+	apiNamespace        = "bench-api"
+	apiSecret           = "api-tokens"
 )
 
 // Latency is the spread of per-call times of one phase.
@@ -55,7 +59,7 @@ func latency(samples []time.Duration, wall time.Duration) Latency {
 
 // grpcFlags prepares what the operator needs to serve the API for the bench and returns its flags.
 func (b *bench) grpcFlags(ctx context.Context) ([]string, error) {
-	for _, ns := range []string{apiNamespace, wsNamespace, wsFloorNamespace, wsVolumeNamespace} {
+	for _, ns := range []string{apiNamespace, wsNamespace, wsFloorNamespace, wsVolumeNamespace, wsChildrenNamespace} {
 		if err := b.namespace(ctx, ns); err != nil {
 			return nil, err
 		}
@@ -102,27 +106,39 @@ func (b *bench) portal(ctx context.Context) (string, error) {
 // benchUserOf is the end user the portal creates workspace i for.
 func benchUserOf(i int) string { return fmt.Sprintf("dev-%d", i) }
 
-// podsFloor creates N Deployments of the IDE pod directly (no operator) at once, with a
-// PersistentVolumeClaim each when withVolume, and measures, for each, the time from its create
-// call until its pod is ready. It removes them again (removeNamespace).
-func (b *bench) podsFloor(ctx context.Context, ns string, withVolume bool) (Latency, error) {
-	fmt.Printf("bench: workspace floor: %d Deployments created directly in %s (volume: %v)\n", b.o.workspaces, ns, withVolume)
+// floorShape is what a floor makes for each of its N workspaces, directly, with no operator.
+type floorShape int
+
+const (
+	// podOnly is the IDE's Deployment alone.
+	podOnly floorShape = iota
+	// withVolume adds its PersistentVolumeClaim: the workspace's shape, which the issue's
+	// target compares create-and-wait with.
+	withVolume
+	// allChildren adds the rest of the kinds the workspace chart renders (a Secret, a Service,
+	// a NetworkPolicy): what the cluster spends on a workspace's children, with nothing of ours.
+	allChildren
+)
+
+// podsFloor creates N workspaces' objects of the given shape in ns at once, and measures, for
+// each, the time from its first create call until its pod is ready. The caller removes them
+// (removeNamespace), outside the measured phase.
+func (b *bench) podsFloor(ctx context.Context, ns string, shape floorShape) (Latency, error) {
+	fmt.Printf("bench: workspace floor: %d Deployments created directly in %s (shape %d)\n", b.o.workspaces, ns, shape)
 	start := time.Now()
 	began := make([]time.Time, b.o.workspaces)
 	var wg sync.WaitGroup
 	errs := make(chan error, b.o.workspaces)
 	for i := range b.o.workspaces {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			began[i] = time.Now()
-			for _, obj := range idePod(ns, i, withVolume) {
+			for _, obj := range idePod(ns, i, shape) {
 				if err := b.c.Create(ctx, obj); err != nil {
 					errs <- err
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -149,11 +165,25 @@ func (b *bench) podsFloor(ctx context.Context, ns string, withVolume bool) (Late
 	for i := range b.o.workspaces {
 		samples = append(samples, ready[fmt.Sprintf("ide-%d", i)].Sub(began[i]))
 	}
-	return latency(samples, time.Since(start)), b.removeNamespace(ctx, ns)
+	return latency(samples, time.Since(start)), nil
 }
 
-// idePod is the IDE's Deployment, and its claim when withVolume.
-func idePod(ns string, i int, withVolume bool) []client.Object {
+// floorPhase measures one floor and what it costs, and then removes what it made.
+func (b *bench) floorPhase(ctx context.Context, ns string, shape floorShape) (Latency, Phase, error) {
+	var l Latency
+	cost, err := b.phaseOver(ctx, nil, b.o.workspaces, func() (err error) {
+		l, err = b.podsFloor(ctx, ns, shape)
+		return err
+	})
+	if err != nil {
+		return Latency{}, Phase{}, err
+	}
+	return l, cost, b.removeNamespace(ctx, ns)
+}
+
+// idePod is the IDE's Deployment and, by shape, the other objects of a workspace, in the
+// order the operator writes them: everything the Deployment's pod needs comes first.
+func idePod(ns string, i int, shape floorShape) []client.Object {
 	name := fmt.Sprintf("ide-%d", i)
 	labels := map[string]string{"ide": name}
 	dep := &appsv1.Deployment{
@@ -165,11 +195,12 @@ func idePod(ns string, i int, withVolume bool) []client.Object {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "ide", Image: "codercom/code-server:4.96.4", ImagePullPolicy: corev1.PullIfNotPresent,
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 				}}},
 			},
 		},
 	}
-	if !withVolume {
+	if shape == podOnly {
 		return []client.Object{dep}
 	}
 	pvc := &corev1.PersistentVolumeClaim{
@@ -183,7 +214,32 @@ func idePod(ns string, i int, withVolume bool) []client.Object {
 	spec.Volumes = []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name}}}}
 	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/coder"}}
-	return []client.Object{pvc, dep}
+	if shape == withVolume {
+		return []client.Object{pvc, dep}
+	}
+	return append(ideNeighbours(ns, name, labels), pvc, dep)
+}
+
+// ideNeighbours are the workspace's Secret (the IDE's password), Service and NetworkPolicy
+// (ingress to the IDE's port only, egress to DNS and the internet), as the chart renders them.
+func ideNeighbours(ns, name string, labels map[string]string) []client.Object {
+	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
+	port := intstr.FromString("http")
+	private := []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: meta, StringData: map[string]string{"password": rand.Text()}},
+		&corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Selector: labels,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: port}}}},
+		&networkingv1.NetworkPolicy{ObjectMeta: meta, Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: labels},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: &port}}}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromInt32(53))}}},
+				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: private}}}},
+			},
+		}},
+	}
 }
 
 func podReady(p *corev1.Pod) bool {

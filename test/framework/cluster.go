@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -57,6 +59,28 @@ func StartCluster(ctx context.Context, dir, name string) (*Cluster, error) {
 	Unthrottled(cfg)
 	c.Config = cfg
 	return c, nil
+}
+
+// PIDs are the cluster's processes by name: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok-controller, as kwokctl recorded them.
+func (c *Cluster) PIDs() (map[string]int, error) {
+	files, err := filepath.Glob(filepath.Join(c.Dir, "kwok", "clusters", c.Name, "pids", "*.pid"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("finding the processes of cluster %s: %d pid files, %v", c.Name, len(files), err)
+	}
+	pids := make(map[string]int, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", f, err)
+		}
+		pids[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+	}
+	return pids, nil
 }
 
 // Stop removes the cluster and its processes.
