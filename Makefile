@@ -286,3 +286,8 @@ undeploy: ## Remove the operator from the cluster.
 .PHONY: bundle
 bundle: manifests ## Regenerate bundle/ from config/ (version from VERSION) and validate it.
 	hack/bundle.sh
+
+.PHONY: bundle-check
+bundle-check: ## Run every validator OperatorHub's catalogs run (operator-framework/api v0.45.0) on bundle/; any warning fails.
+	$(TOOLS) bundlecheck
+	$(BIN)/bundlecheck -k8s-version 1.34 -index-path bundle.Dockerfile bundle

@@ -40,6 +40,9 @@ spec() {
     operator-sdk) echo "operator-sdk v1.34.1 github.com/operator-framework/operator-sdk/cmd/operator-sdk" ;;
     scorecard-test) echo "operator-sdk v1.34.1 github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     opm) echo "opm v1.55.0 github.com/operator-framework/operator-registry/cmd/opm" ;;
+    # Every validator OperatorHub's catalogs run (hack/tools/bundlecheck/main.go: our own, in a
+    # module of its own, as the validators need newer Kubernetes libraries than the operator).
+    bundlecheck) echo "bundlecheck v0.45.0 ." ;;
     olm | catalog | package-server) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/cmd/$1" ;;
     cpb) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/util/cpb" ;;
     client-gen | lister-gen | informer-gen | applyconfiguration-gen)
