@@ -12,8 +12,11 @@ version=$(cat VERSION)
 go run ./hack/csvdesc
 "$sdk" generate kustomize manifests -q --apis-dir api --input-dir config/manifests --output-dir config/manifests
 rm -rf bundle
+# The channels, decided here alone (the test suites and catalogs read them from the bundle's
+# metadata): stable, which users subscribe to, and candidate, where a release can be offered
+# first; the catalogs list every version in both, each replacing the one before.
 bin/kustomize build config/manifests | "$sdk" generate bundle -q --overwrite --version "$version" \
-  --package cloudspace-operator --channels alpha --default-channel alpha --output-dir bundle
+  --package cloudspace-operator --channels stable,candidate --default-channel stable --output-dir bundle
 # operator-sdk stamps the time of each run (createdAt) and, built from source without its release
 # ldflags, calls itself "unknown": drop the one, name the other.
 # operator-sdk writes the CRDs back through Go types that lack newer fields (selectableFields):

@@ -17,10 +17,17 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
 )
 
-const (
-	packageName = bundle.Package
-	channel     = "alpha"
-)
+const packageName = bundle.Package
+
+// channels are the repository's bundle's channels.
+func channels(t *testing.T) bundle.Channels {
+	t.Helper()
+	c, err := bundle.ReadChannels(filepath.Join(framework.RepoRoot(), "bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // csvName is the CSV name of a version of the package.
 func csvName(version string) string { return bundle.CSVName(version) }
@@ -39,9 +46,9 @@ func bundleVersion(t *testing.T, version, replaces string) string {
 	return dir
 }
 
-// catalogBundle is a bundle directory and what it replaces in the channel.
+// catalogBundle is a bundle directory and its CSV's name; each replaces the one before it.
 type catalogBundle struct {
-	dir, name, replaces string
+	dir, name string
 }
 
 // serveCatalog writes a file-based catalog of the package with bundles in one channel, each
@@ -50,14 +57,11 @@ type catalogBundle struct {
 func serveCatalog(t *testing.T, bundles ...catalogBundle) string {
 	t.Helper()
 	var fbc strings.Builder
-	fmt.Fprintf(&fbc, "---\nschema: olm.package\nname: %s\ndefaultChannel: %s\n", packageName, channel)
-	fmt.Fprintf(&fbc, "---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n", packageName, channel)
-	for _, b := range bundles {
-		fmt.Fprintf(&fbc, "- name: %s\n", b.name)
-		if b.replaces != "" {
-			fmt.Fprintf(&fbc, "  replaces: %s\n", b.replaces)
-		}
+	csvs := make([]string, len(bundles))
+	for i, b := range bundles {
+		csvs[i] = b.name
 	}
+	bundle.CatalogPackage(&fbc, channels(t), csvs...)
 	for _, b := range bundles {
 		out, err := exec.Command(filepath.Join(binDir, "opm"), "render", b.dir, "-o", "yaml").Output()
 		if err != nil {

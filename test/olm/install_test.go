@@ -40,7 +40,7 @@ func TestSubscriptionInstallsAndUpgrades(t *testing.T) {
 	v1, v2 := csvName("0.1.0"), csvName("0.2.0")
 	addr := serveCatalog(t,
 		catalogBundle{dir: filepath.Join(framework.RepoRoot(), "bundle"), name: v1},
-		catalogBundle{dir: bundleVersion(t, "0.2.0", v1), name: v2, replaces: v1})
+		catalogBundle{dir: bundleVersion(t, "0.2.0", v1), name: v2})
 	subscribe(t, addr, v1)
 
 	approveInstallPlan(t, v1)
@@ -87,7 +87,7 @@ func subscribe(t *testing.T, addr, startingCSV string) {
 		&operatorsv1alpha1.Subscription{
 			ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: packageName},
 			Spec: &operatorsv1alpha1.SubscriptionSpec{
-				CatalogSource: "cloudspace", CatalogSourceNamespace: olmNS, Package: packageName, Channel: channel,
+				CatalogSource: "cloudspace", CatalogSourceNamespace: olmNS, Package: packageName, Channel: channels(t).Default,
 				StartingCSV: startingCSV, InstallPlanApproval: operatorsv1alpha1.ApprovalManual,
 			},
 		},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
 )
@@ -33,6 +36,10 @@ const (
 // head from it (OLM unpacks the bundle image in a Job), configured through the Subscription.
 func TestOperatorHubCatalog(t *testing.T) {
 	ctx := context.Background()
+	channels, err := bundle.ReadChannels(filepath.Join(framework.RepoRoot(), "bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	catalog := &operatorsv1alpha1.CatalogSource{
 		ObjectMeta: metav1.ObjectMeta{Name: catalogName, Namespace: olmNS},
 		Spec: operatorsv1alpha1.CatalogSourceSpec{
@@ -44,7 +51,7 @@ func TestOperatorHubCatalog(t *testing.T) {
 	sub := &operatorsv1alpha1.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Name: bundle.Package, Namespace: hubNS},
 		Spec: &operatorsv1alpha1.SubscriptionSpec{CatalogSource: catalogName, CatalogSourceNamespace: olmNS,
-			Package: bundle.Package, Channel: "alpha", InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic,
+			Package: bundle.Package, Channel: channels.Default, InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic,
 			// Configured as docs/operations.md tells an admin to: the IDEs trust the gateway.
 			Config: &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{gatewayAuthEnv}}},
 	}
@@ -61,7 +68,7 @@ func TestOperatorHubCatalog(t *testing.T) {
 		}
 		return nil
 	})
-	checkPackageManifest(t)
+	checkPackageManifest(t, channels)
 
 	if err := k8sClient.Create(ctx, sub); err != nil {
 		t.Fatal(err)
@@ -94,7 +101,7 @@ func TestOperatorHubCatalog(t *testing.T) {
 // checkPackageManifest reads the package as the OperatorHub console does: from the package
 // server, with its catalog, channel, head CSV and the CSV's display name, and its icon from the
 // icon subresource (the listing itself carries none).
-func checkPackageManifest(t *testing.T) {
+func checkPackageManifest(t *testing.T, channels bundle.Channels) {
 	t.Helper()
 	var pm struct {
 		Status struct {
@@ -118,12 +125,13 @@ func checkPackageManifest(t *testing.T) {
 		return json.Unmarshal(raw, &pm)
 	})
 	s := pm.Status
-	if s.CatalogSource != catalogName || s.DefaultChannel != "alpha" || len(s.Channels) != 1 {
-		t.Fatalf("PackageManifest status %+v", s)
+	if s.CatalogSource != catalogName || s.DefaultChannel != channels.Default || len(s.Channels) != len(channels.All) {
+		t.Fatalf("PackageManifest status %+v, want default channel %s of %q", s, channels.Default, channels.All)
 	}
-	ch := s.Channels[0]
-	if ch.CurrentCSV != bundle.CSVName(images.UpgradeVersion) || !strings.Contains(ch.CurrentCSVDesc.DisplayName, "Cloudspace") {
-		t.Errorf("channel %s: head %s, display name %q", ch.Name, ch.CurrentCSV, ch.CurrentCSVDesc.DisplayName)
+	for _, ch := range s.Channels {
+		if !slices.Contains(channels.All, ch.Name) || ch.CurrentCSV != bundle.CSVName(images.UpgradeVersion) || !strings.Contains(ch.CurrentCSVDesc.DisplayName, "Cloudspace") {
+			t.Errorf("channel %s: head %s, display name %q", ch.Name, ch.CurrentCSV, ch.CurrentCSVDesc.DisplayName)
+		}
 	}
 	icon, err := clientset.RESTClient().Get().AbsPath(path + "/icon").DoRaw(context.Background())
 	if err != nil || !strings.Contains(string(icon), "<svg") {

@@ -6,8 +6,10 @@ package bundle
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/blang/semver/v4"
@@ -27,6 +29,54 @@ const (
 
 // CSVName is the CSV name of a version of the package.
 func CSVName(version string) string { return Package + ".v" + version }
+
+// Channels are the bundle's channels, as hack/bundle.sh writes them into its metadata (the
+// one place they are decided): a catalog lists the package's versions in each, and users
+// subscribe to the default one.
+type Channels struct {
+	Default string
+	All     []string
+}
+
+// CatalogPackage writes a file-based catalog's package and its channels: each channel lists
+// the CSVs named in order, each replacing the one before it (the upgrade graph).
+func CatalogPackage(w io.Writer, c Channels, csvs ...string) {
+	fmt.Fprintf(w, "---\nschema: olm.package\nname: %s\ndefaultChannel: %s\n", Package, c.Default)
+	for _, ch := range c.All {
+		fmt.Fprintf(w, "---\nschema: olm.channel\npackage: %s\nname: %s\nentries:\n", Package, ch)
+		for i, csv := range csvs {
+			fmt.Fprintf(w, "- name: %s\n", csv)
+			if i > 0 {
+				fmt.Fprintf(w, "  replaces: %s\n", csvs[i-1])
+			}
+		}
+	}
+}
+
+// ReadChannels reads the channels of the bundle in dir from its metadata/annotations.yaml.
+func ReadChannels(dir string) (Channels, error) {
+	path := filepath.Join(dir, "metadata", "annotations.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Channels{}, err
+	}
+	var doc struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return Channels{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	c := Channels{Default: doc.Annotations["operators.operatorframework.io.bundle.channel.default.v1"]}
+	for _, name := range strings.Split(doc.Annotations["operators.operatorframework.io.bundle.channels.v1"], ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			c.All = append(c.All, name)
+		}
+	}
+	if c.Default == "" || !slices.Contains(c.All, c.Default) {
+		return Channels{}, fmt.Errorf("%s: default channel %q is not one of %q", path, c.Default, c.All)
+	}
+	return c, nil
+}
 
 // Images are the images a bundle names, as references by digest; an empty one is left as the
 // bundle has it.

@@ -113,15 +113,16 @@ func (b *Builder) catalogFBC(versions []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var fbc bytes.Buffer
-	fmt.Fprintf(&fbc, "---\nschema: olm.package\nname: %s\ndefaultChannel: alpha\n", OperatorRepo)
-	fmt.Fprintf(&fbc, "---\nschema: olm.channel\npackage: %s\nname: alpha\nentries:\n", OperatorRepo)
-	for i, v := range versions {
-		fmt.Fprintf(&fbc, "- name: %s.v%s\n", OperatorRepo, v)
-		if i > 0 {
-			fmt.Fprintf(&fbc, "  replaces: %s.v%s\n", OperatorRepo, versions[i-1])
-		}
+	channels, err := bundle.ReadChannels(filepath.Join(b.Repo, "bundle"))
+	if err != nil {
+		return nil, err
 	}
+	var fbc bytes.Buffer
+	csvs := make([]string, len(versions))
+	for i, v := range versions {
+		csvs[i] = bundle.CSVName(v)
+	}
+	bundle.CatalogPackage(&fbc, channels, csvs...)
 	for i, v := range versions {
 		replaces := ""
 		if i > 0 {
