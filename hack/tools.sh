@@ -124,7 +124,8 @@ all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwo
   client-gen lister-gen informer-gen applyconfiguration-gen)
 # What the real node needs beyond the above (make real-cluster); not in "all", which the KWOK
 # suites need.
-real=(kubelet kube-proxy kube-router containerd containerd-shim-runc-v2 ctr registry coredns package-server cpb grpc_health_probe)
+# bundlecheck is the real suite's, which checks the bundles as pushed to the cluster's registry.
+real=(kubelet kube-proxy kube-router containerd containerd-shim-runc-v2 ctr registry coredns package-server cpb grpc_health_probe bundlecheck)
 [ $# -gt 0 ] || set -- all
 for arg in "$@"; do
   if [ "$arg" = all ]; then

@@ -38,9 +38,13 @@ func bundleImage(version, replaces string) Recipe {
 	}
 }
 
+// BundleDir is where a build in work leaves the bundle directory of version (make images:
+// bin/images/bundle-VERSION), its images pinned when it pushed them.
+func BundleDir(work, version string) string { return filepath.Join(work, "bundle-"+version) }
+
 // bundleDir writes bundle/ as version (with replaces) and, with a registry, its images pinned.
 func (b *Builder) bundleDir(version, replaces string) (string, error) {
-	dir := filepath.Join(b.Work, "bundle-"+version)
+	dir := BundleDir(b.Work, version)
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
