@@ -4,9 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
+	"github.com/cloudspace-dev/cloudspace-operator/test/infra/bundle"
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
 )
 
@@ -18,14 +20,26 @@ import (
 func TestPushedBundlesPassOperatorHubValidators(t *testing.T) {
 	t.Parallel()
 	root := framework.RepoRoot()
+	server, err := clientset.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range []string{version(), images.UpgradeVersion} {
 		dir := images.BundleDir(filepath.Join(root, "bin", "images"), v)
-		cmd := exec.Command(filepath.Join(root, "bin", "bundlecheck"), "-k8s-version", "1.34",
-			"-index-path", filepath.Join(root, "bundle.Dockerfile"), "-inspect", dir)
-		// The registry's certificate is signed by the cluster's CA.
-		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+env["SSL_CERT_FILE"])
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("bundle %s: %v\n%s", v, err, out)
+		csv, err := bundle.ReadCSV(filepath.Join(dir, "manifests", bundle.CSVFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The deprecated-API checks with the oldest Kubernetes the CSV admits and the newest
+		// we test with: this cluster's.
+		for _, k8s := range []string{csv.Spec.MinKubeVersion, strings.TrimPrefix(server.GitVersion, "v")} {
+			cmd := exec.Command(filepath.Join(root, "bin", "bundlecheck"), "-k8s-version", k8s,
+				"-index-path", filepath.Join(root, "bundle.Dockerfile"), "-inspect", dir)
+			// The registry's certificate is signed by the cluster's CA.
+			cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+env["SSL_CERT_FILE"])
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("bundle %s, Kubernetes %s: %v\n%s", v, k8s, err, out)
+			}
 		}
 	}
 }

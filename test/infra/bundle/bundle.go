@@ -23,6 +23,11 @@ const (
 	Package = "cloudspace-operator"
 	// CSVFile is the CSV's file under manifests/.
 	CSVFile = "cloudspace-operator.clusterserviceversion.yaml"
+	// AnnotationDisconnected says whether the bundle installs on a cluster that reaches no
+	// registry but its mirror: "true" once every image is named by digest.
+	AnnotationDisconnected = "features.operators.openshift.io/disconnected"
+	// AnnotationContainerImage is the operator's image as catalogs show it.
+	AnnotationContainerImage = "containerImage"
 	// managerContainer is the operator's container in the CSV's deployment.
 	managerContainer = "manager"
 )
@@ -207,7 +212,18 @@ func pin(csv map[string]any, imgs Images) error {
 		map[string]any{"name": "vm-launcher", "image": imgs.VMLauncher},
 		map[string]any{"name": "vm-containerdisk", "image": imgs.VMContainerDisk},
 	}
-	return unstructured.SetNestedSlice(csv, relatedImages, "spec", "relatedImages")
+	if err := unstructured.SetNestedSlice(csv, relatedImages, "spec", "relatedImages"); err != nil {
+		return err
+	}
+	// Every image by digest, the bundle installs where its images are mirrored with no way out
+	// (OpenShift's "disconnected"); catalogs show the operator's image with a registry path.
+	annotations := map[string]string{AnnotationDisconnected: "true", AnnotationContainerImage: imgs.Operator}
+	for key, value := range annotations {
+		if err := unstructured.SetNestedField(csv, value, "metadata", "annotations", key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pinExamples names by digest, in the alm-examples, every image the bundle pins: an example
