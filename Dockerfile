@@ -18,6 +18,10 @@ RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpat
 FROM scratch
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title=cloudspace-operator org.opencontainers.image.version=${VERSION}
+# The labels OpenShift's certification (preflight) requires of an operator image.
+LABEL name=cloudspace-operator vendor=Cloudspace maintainer=Cloudspace version=${VERSION} release=1 \
+      summary="Cloudspace Operator: self-service developer infrastructure" \
+      description="Browser IDE workspaces with a gRPC API, virtual machines and node daemons, each from a Helm chart the operator applies and owns."
 WORKDIR /opt/cloudspace
 COPY --from=builder /workspace/manager /manager
 COPY watches.yaml ./watches.yaml

@@ -108,3 +108,14 @@ func TestRecipesComeAfterWhatTheyName(t *testing.T) {
 		seen[r.Name()] = true
 	}
 }
+
+// TestOperatorImageHasCertificationLabels: the operator's image carries every label OpenShift's
+// certification (preflight's HasRequiredLabel) asks of an operator image.
+func TestOperatorImageHasCertificationLabels(t *testing.T) {
+	labels := operator("0.1.0").Config.Labels
+	for _, name := range []string{"name", "vendor", "version", "release", "summary", "description", "maintainer"} {
+		if labels[name] == "" {
+			t.Errorf("the operator image has no %s label", name)
+		}
+	}
+}

@@ -81,6 +81,13 @@ func operator(version string) Recipe {
 			Labels: map[string]string{
 				"org.opencontainers.image.title":   "cloudspace-operator",
 				"org.opencontainers.image.version": version,
+				"name":                             "cloudspace-operator",
+				"vendor":                           "Cloudspace",
+				"maintainer":                       "Cloudspace",
+				"version":                          version,
+				"release":                          "1",
+				"summary":                          "Cloudspace Operator: self-service developer infrastructure",
+				"description":                      "Browser IDE workspaces with a gRPC API, virtual machines and node daemons, each from a Helm chart the operator applies and owns.",
 			},
 		},
 		Layers: func(b *Builder) ([]v1.Layer, error) {
