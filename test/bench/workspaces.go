@@ -120,11 +120,15 @@ const (
 	allChildren
 )
 
+func (s floorShape) String() string {
+	return [...]string{"the Deployment alone", "with a PVC", "with every child"}[s]
+}
+
 // podsFloor creates N workspaces' objects of the given shape in ns at once, and measures, for
 // each, the time from its first create call until its pod is ready. The caller removes them
 // (removeNamespace), outside the measured phase.
 func (b *bench) podsFloor(ctx context.Context, ns string, shape floorShape) (Latency, error) {
-	fmt.Printf("bench: workspace floor: %d Deployments created directly in %s (shape %d)\n", b.o.workspaces, ns, shape)
+	fmt.Printf("bench: workspace floor: %d Deployments created directly in %s (%s)\n", b.o.workspaces, ns, shape)
 	start := time.Now()
 	began := make([]time.Time, b.o.workspaces)
 	var wg sync.WaitGroup

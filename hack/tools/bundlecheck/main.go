@@ -37,7 +37,7 @@ func main() {
 func run() int {
 	k8sVersion := flag.String("k8s-version", "", "the Kubernetes version the deprecated-API checks use (default: the CSV's minKubeVersion)")
 	indexPath := flag.String("index-path", "", "the bundle's Dockerfile, whose labels the community checks read")
-	inspect := flag.Bool("inspect", false, "inspect the images from their registry (plain HTTP allowed), which must hold them; without it, no image can be inspected")
+	inspect := flag.Bool("inspect", false, "answer the multi-architecture check's image inspection from the images' own registry, acting as its docker (the registry must hold them); without it, a docker on PATH is run, if any")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: bundlecheck [-k8s-version V] [-index-path FILE] [-inspect] BUNDLE_DIR")
