@@ -92,8 +92,9 @@ ensure() {
   local key
   local cgo=1
   if static "$name"; then cgo=0; fi
-  # The key is the wrapper module's, and "static" for a static build (other keys stay as they were).
-  key=$( { cat "$dir/go.mod" "$dir/go.sum"; if [ $cgo = 0 ]; then echo static; fi; } | sha256sum | cut -c1-12)
+  # The key is the wrapper module's (with its own Go code, which coredns and bundlecheck have),
+  # and "static" for a static build (other keys stay as they were).
+  key=$( { cat "$dir/go.mod" "$dir/go.sum"; cat "$dir"/*.go 2>/dev/null || true; if [ $cgo = 0 ]; then echo static; fi; } | sha256sum | cut -c1-12)
   local target="$cache/$name-$version-$key/$name"
   if [ "$(readlink "$bin/$name" 2>/dev/null)" = "$target" ] && [ -x "$target" ]; then
     return 0
