@@ -94,13 +94,18 @@ golden: ## Regenerate the chart golden files under controllers/testdata/ after a
 	go test ./controllers/ -run TestGolden -update
 
 .PHONY: test
-test: ## Run the checks (vet, gofmt, generated files), chart lint, unit, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos, abuse and real-node tests.
-	hack/test.sh verify lint-charts test-unit test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-abuse -- test-real -- test-fuzz
+test: ## Run the checks (vet, gofmt, generated files), chart lint, unit, alerting rules, short fuzz, launcher, scorecard, envtest, end-to-end, OLM install, short chaos, abuse and real-node tests.
+	hack/test.sh verify lint-charts test-unit test-launcher test-scorecard test-integration test-e2e test-olm test-chaos test-abuse test-alerts -- test-real -- test-fuzz
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure functions, golden files).
 	go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	go -C $(TEST_MOD) test $(GO_TEST_FLAGS) $(TEST_UNIT_PKGS)
+
+.PHONY: test-alerts
+test-alerts: ## Check the alerting rules (config/prometheus) with promtool and run their unit tests; each alert has a runbook (docs/runbooks.md).
+	$(TOOLS) promtool
+	go -C $(TEST_MOD) test $(GO_TEST_FLAGS) ./alerts/
 
 .PHONY: test-launcher
 test-launcher: ## Test the VirtualMachine launcher script under every shell, and whole runs with qemu-img, genisoimage and socat.

@@ -43,6 +43,8 @@ spec() {
     # Every validator OperatorHub's catalogs run (hack/tools/bundlecheck/main.go: our own, in a
     # module of its own, as the validators need newer Kubernetes libraries than the operator).
     bundlecheck) echo "bundlecheck v0.45.0 ." ;;
+    # Checks and tests the operator's alerting rules (make test-alerts).
+    promtool) echo "prometheus v0.316.0 github.com/prometheus/prometheus/cmd/promtool" ;;
     olm | catalog | package-server) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/cmd/$1" ;;
     cpb) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/util/cpb" ;;
     client-gen | lister-gen | informer-gen | applyconfiguration-gen)
