@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -28,6 +29,8 @@ func healthy(t *testing.T, a *testAPI) error {
 // one of the others is closed.
 func TestConnectionsOverTheCapAreClosed(t *testing.T) {
 	a := startTestAPI(t, nil, func(c *Config) { c.Conn.MaxConnections = 3 })
+	open, refused := apiConnections.WithLabelValues("api"), apiRefusals.WithLabelValues(limitConnections)
+	before, refusals := testutil.ToFloat64(open), testutil.ToFloat64(refused)
 	var held []*rawH2
 	for range 3 {
 		h, err := dialH2(t, a.addr)
@@ -36,11 +39,20 @@ func TestConnectionsOverTheCapAreClosed(t *testing.T) {
 		}
 		held = append(held, h)
 	}
+	eventually(t, 5*time.Second, "the metrics count the three connections held", func() bool {
+		return testutil.ToFloat64(open) == before+3
+	})
+	if max := testutil.ToFloat64(apiConnectionsMax.WithLabelValues("api")); max != 3 {
+		t.Errorf("cloudspace_api_connections_max = %v, want the cap, 3", max)
+	}
 	if h, err := dialH2(t, a.addr); err == nil {
 		_, err = h.until(2*time.Second, func(http2.Frame) bool { return false })
 		if !errors.Is(err, io.EOF) && !strings.Contains(fmt.Sprint(err), "reset") {
 			t.Fatalf("the connection over the cap was served (read: %v)", err)
 		}
+	}
+	if got := testutil.ToFloat64(refused); got != refusals+1 {
+		t.Errorf("cloudspace_api_refusals_total{limit=%q} = %v, want %v", limitConnections, got, refusals+1)
 	}
 	_ = held[0].conn.Close()
 	eventually(t, 5*time.Second, "a connection is served once one of those at the cap has closed", func() bool {

@@ -7,16 +7,47 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/pb"
 	"github.com/cloudspace-dev/cloudspace-operator/pkg/workspacev1"
 )
+
+// The limits that refuse connections and calls, as the refusals metric names them.
+const (
+	limitConnections   = "connections"
+	limitCallsInFlight = "calls-in-flight"
+	limitWrites        = "writes"
+)
+
+// The API's saturation: open connections against their cap, by listener ("api", "legacy"),
+// and refusals by limit; never by user, so the series stay few. The CloudspaceAPISaturated
+// alert reads them (config/prometheus).
+var (
+	apiConnections = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cloudspace_api_connections",
+		Help: "Connections the workspace API holds open, by listener (api, legacy).",
+	}, []string{"listener"})
+	apiConnectionsMax = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cloudspace_api_connections_max",
+		Help: "The cap of open connections (--grpc-max-connections), by listener.",
+	}, []string{"listener"})
+	apiRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cloudspace_api_refusals_total",
+		Help: "Connections and calls the workspace API refused at a limit: connections (the cap), calls-in-flight and writes (a user's).",
+	}, []string{"limit"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(apiConnections, apiConnectionsMax, apiRefusals)
+}
 
 // limitListener closes a connection over the cap as soon as it is accepted. Waiting instead
 // (netutil.LimitListener) would leave the extra connections in the kernel's queue, where
@@ -24,12 +55,17 @@ import (
 type limitListener struct {
 	net.Listener
 	slots chan struct{}
+	open  prometheus.Gauge // the connections held, in the metrics
 	log   logr.Logger
 	warn  rate.Sometimes
 }
 
-func newLimitListener(l net.Listener, maxConns int, log logr.Logger) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, maxConns), log: log, warn: rate.Sometimes{Interval: time.Minute}}
+// newLimitListener caps l at maxConns open connections; name is its listener label in the
+// metrics.
+func newLimitListener(l net.Listener, maxConns int, name string, log logr.Logger) *limitListener {
+	apiConnectionsMax.WithLabelValues(name).Set(float64(maxConns))
+	return &limitListener{Listener: l, slots: make(chan struct{}, maxConns), open: apiConnections.WithLabelValues(name),
+		log: log, warn: rate.Sometimes{Interval: time.Minute}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -40,10 +76,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		select {
 		case l.slots <- struct{}{}:
-			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+			l.open.Inc()
+			return &limitedConn{Conn: c, release: func() { <-l.slots; l.open.Dec() }}, nil
 		default:
 		}
 		_ = c.Close()
+		apiRefusals.WithLabelValues(limitConnections).Inc()
 		l.warn.Do(func() {
 			l.log.Info("refusing connections: the cap of open connections is reached", "maxConnections", cap(l.slots))
 		})
@@ -120,6 +158,7 @@ func (l *userLimits) admit(user, method string) (release func(), err error) {
 	}
 	u.last = now
 	if u.inFlight >= l.cfg.MaxCallsInFlight {
+		apiRefusals.WithLabelValues(limitCallsInFlight).Inc()
 		return nil, status.Errorf(codes.ResourceExhausted,
 			"user %s has %d calls in flight, the most allowed: retry once one of them has ended", user, u.inFlight)
 	}
@@ -127,6 +166,7 @@ func (l *userLimits) admit(user, method string) (release func(), err error) {
 		r := u.bucket.ReserveN(now, 1)
 		if wait := r.DelayFrom(now); wait > 0 {
 			r.CancelAt(now)
+			apiRefusals.WithLabelValues(limitWrites).Inc()
 			return nil, l.tooFast(user, wait)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,9 +54,13 @@ func TestCallsInFlightAreCappedPerUser(t *testing.T) {
 	})
 	short, stop := context.WithTimeout(ctx, 5*time.Second)
 	defer stop()
+	refusals := testutil.ToFloat64(apiRefusals.WithLabelValues(limitCallsInFlight))
 	refusal := start(short)
 	if status.Code(refusal) != codes.ResourceExhausted {
 		t.Fatalf("alice's sixth wait: %v, want ResourceExhausted", refusal)
+	}
+	if got := testutil.ToFloat64(apiRefusals.WithLabelValues(limitCallsInFlight)); got < refusals+1 {
+		t.Errorf("cloudspace_api_refusals_total{limit=%q} = %v after a refusal, want at least %v", limitCallsInFlight, got, refusals+1)
 	}
 	if msg := status.Convert(refusal).Message(); !strings.Contains(msg, "5 calls in flight") {
 		t.Errorf("the refusal %q does not say the cap", msg)

@@ -146,6 +146,7 @@ func (s *Server) Start(ctx context.Context) error {
 type listener struct {
 	srv  *grpc.Server
 	lis  net.Listener
+	name string // the metrics' listener label
 	what string
 }
 
@@ -161,13 +162,13 @@ func (s *Server) serve(ctx context.Context, lis, legacy net.Listener) error {
 		}
 		return err
 	}
-	all := []listener{{srv, lis, "the workspace API"}}
+	all := []listener{{srv, lis, "api", "the workspace API"}}
 	if legacy != nil {
-		all = append(all, listener{s.legacyServer(), legacy, "the legacy CloudIdeService, in plaintext, as user " + s.cfg.Legacy.User})
+		all = append(all, listener{s.legacyServer(), legacy, "legacy", "the legacy CloudIdeService, in plaintext, as user " + s.cfg.Legacy.User})
 	}
 	errc := make(chan error, len(all))
 	for _, l := range all {
-		go func() { errc <- l.srv.Serve(newLimitListener(l.lis, s.cfg.Conn.MaxConnections, log)) }()
+		go func() { errc <- l.srv.Serve(newLimitListener(l.lis, s.cfg.Conn.MaxConnections, l.name, log)) }()
 		log.Info("serving "+l.what, "address", l.lis.Addr().String(), "maxConnections", s.cfg.Conn.MaxConnections,
 			"maxCallsInFlightPerUser", s.cfg.Quota.MaxCallsInFlight, "writesPerMinutePerUser", s.cfg.Quota.WritesPerMinute)
 	}
