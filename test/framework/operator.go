@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,11 +32,13 @@ const DemoPort = "8080"
 // StartOperator runs binary against kubeconfig with the repository's watches.yaml, probes on a
 // free 127.0.0.1 port, and its log in logPath. extraArgs are appended to the command line.
 func StartOperator(binary, kubeconfig, logPath string, extraArgs ...string) (*Operator, error) {
-	port, err := FreePort()
+	taken := portsIn(extraArgs)
+	port, err := freePortExcept(taken, FreePort)
 	if err != nil {
 		return nil, err
 	}
-	pprofPort, err := FreePort()
+	taken[port] = true
+	pprofPort, err := freePortExcept(taken, FreePort)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +102,32 @@ func (o *Operator) DumpGoroutines(ctx context.Context) (string, error) {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return path, err
+}
+
+// portsIn are the ports of the 127.0.0.1 addresses args name. An operator started again keeps
+// the listeners the test gave it (the API, the legacy listener), whose ports are free while it
+// is down: a port picked for its probes then must not be one of them.
+func portsIn(args []string) map[int]bool {
+	ports := map[int]bool{}
+	for _, m := range loopbackPort.FindAllStringSubmatch(strings.Join(args, " "), -1) {
+		if p, err := strconv.Atoi(m[1]); err == nil {
+			ports[p] = true
+		}
+	}
+	return ports
+}
+
+var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+
+// freePortExcept is a port from free that is not taken; free is asked a few times at most.
+func freePortExcept(taken map[int]bool, free func() (int, error)) (int, error) {
+	for range 20 {
+		port, err := free()
+		if err != nil || !taken[port] {
+			return port, err
+		}
+	}
+	return 0, fmt.Errorf("no free port outside the %d the operator's arguments take", len(taken))
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
