@@ -25,7 +25,7 @@ func TestPushedBundlesPassOperatorHubValidators(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []string{version(), images.UpgradeVersion} {
-		dir := images.BundleDir(filepath.Join(root, "bin", "images"), v)
+		dir := images.BundleDir(images.WorkDir(root), v)
 		csv, err := bundle.ReadCSV(filepath.Join(dir, "manifests", bundle.CSVFile))
 		if err != nil {
 			t.Fatal(err)

@@ -134,6 +134,9 @@ func Select(all []Recipe, sets []Set, names []string) ([]Recipe, error) {
 	return out, nil
 }
 
+// WorkDir is where a builder of repo leaves what it builds (bin/images): the bundles among it.
+func WorkDir(repo string) string { return filepath.Join(repo, "bin", "images") }
+
 // NewBuilder is a builder of the repository at repo, working in bin/images, caching in
 // CLOUDSPACE_IMAGES_CACHE (default ~/.cache/cloudspace-operator/images), logging to log.
 func NewBuilder(repo string, log func(format string, args ...any)) (*Builder, error) {
@@ -145,5 +148,5 @@ func NewBuilder(repo string, log func(format string, args ...any)) (*Builder, er
 		}
 		cache = filepath.Join(base, "cloudspace-operator", "images")
 	}
-	return &Builder{Repo: repo, Bin: filepath.Join(repo, "bin"), Work: filepath.Join(repo, "bin", "images"), Cache: cache, Log: log}, nil
+	return &Builder{Repo: repo, Bin: filepath.Join(repo, "bin"), Work: WorkDir(repo), Cache: cache, Log: log}, nil
 }
