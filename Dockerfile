@@ -12,6 +12,11 @@ COPY controllers/ controllers/
 COPY internal/ internal/
 COPY pkg/ pkg/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -o manager .
+# The licences of what the binary links, as OpenShift's certification asks: ours, Go's and each
+# module's (hack/licenses.sh).
+COPY LICENSE ./
+COPY hack/licenses.sh hack/
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} hack/licenses.sh /licenses
 
 # The binary is static (CGO_ENABLED=0), so the image needs nothing else. make images builds the
 # same image without Docker; VERSION (the operator's) tells the images of two versions apart.
@@ -24,6 +29,7 @@ LABEL name=cloudspace-operator vendor=Cloudspace maintainer=Cloudspace version=$
       description="Browser IDE workspaces with a gRPC API, virtual machines and node daemons, each from a Helm chart the operator applies and owns."
 WORKDIR /opt/cloudspace
 COPY --from=builder /workspace/manager /manager
+COPY --from=builder /licenses /licenses
 COPY watches.yaml ./watches.yaml
 COPY helm-charts/ ./helm-charts/
 USER 65532:65532

@@ -43,8 +43,9 @@ spec() {
     # Every validator OperatorHub's catalogs run (hack/tools/bundlecheck/main.go: our own, in a
     # module of its own, as the validators need newer Kubernetes libraries than the operator).
     bundlecheck) echo "bundlecheck v0.45.0 ." ;;
-    # Checks and tests the operator's alerting rules (make test-alerts).
-    promtool) echo "prometheus v0.316.0 github.com/prometheus/prometheus/cmd/promtool" ;;
+    # Checks and tests the operator's alerting rules (make test-alerts); the server scrapes the
+    # operator on the real cluster (its image: test/infra/images, prometheus).
+    promtool | prometheus) echo "prometheus v0.316.0 github.com/prometheus/prometheus/cmd/$1" ;;
     olm | catalog | package-server) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/cmd/$1" ;;
     cpb) echo "olm v0.33.0 github.com/operator-framework/operator-lifecycle-manager/util/cpb" ;;
     client-gen | lister-gen | informer-gen | applyconfiguration-gen)
@@ -75,14 +76,14 @@ tags_for() {
 
 # static NAME succeeds for the binaries that go into images (FROM scratch: no libc there) or are
 # meant to be static (containerd's), and for those whose upstream builds them static
-# (operator-sdk and OLM's, CGO_ENABLED=0 in their Makefiles): they are built with
-# CGO_ENABLED=0. Tools of one wrapper module also share their compile only when they agree on
-# it (cgo changes package net, and so every package above it): scorecard-test reuses
-# operator-sdk's, cpb OLM's.
+# (operator-sdk and OLM's, CGO_ENABLED=0 in their Makefiles; Prometheus's release builds): they
+# are built with CGO_ENABLED=0. Tools of one wrapper module also share their compile only when
+# they agree on it (cgo changes package net, and so every package above it): scorecard-test
+# reuses operator-sdk's, cpb OLM's, promtool prometheus's.
 static() {
   case "$1" in
-    opm | cpb | grpc_health_probe | scorecard-test | coredns | containerd | containerd-shim-runc-v2 | ctr) return 0 ;;
-    operator-sdk | olm | catalog | package-server) return 0 ;;
+    opm | cpb | grpc_health_probe | scorecard-test | coredns | containerd | containerd-shim-runc-v2 | ctr | prometheus) return 0 ;;
+    operator-sdk | olm | catalog | package-server | promtool) return 0 ;;
     *) return 1 ;;
   esac
 }
@@ -127,8 +128,9 @@ all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwo
   client-gen lister-gen informer-gen applyconfiguration-gen)
 # What the real node needs beyond the above (make real-cluster); not in "all", which the KWOK
 # suites need.
-# bundlecheck is the real suite's, which checks the bundles as pushed to the cluster's registry.
-real=(kubelet kube-proxy kube-router containerd containerd-shim-runc-v2 ctr registry coredns package-server cpb grpc_health_probe bundlecheck)
+# bundlecheck is the real suite's, which checks the bundles as pushed to the cluster's registry;
+# prometheus its image's, which scrapes the operator there.
+real=(kubelet kube-proxy kube-router containerd containerd-shim-runc-v2 ctr registry coredns package-server cpb grpc_health_probe bundlecheck prometheus)
 [ $# -gt 0 ] || set -- all
 for arg in "$@"; do
   if [ "$arg" = all ]; then

@@ -97,6 +97,16 @@ const (
 	ReasonIngressHostNotAllowed = "IngressHostNotAllowed"
 )
 
+// DegradedReasons are the reasons Degraded is True with: every reason above but Reconciled,
+// Applying, Paused and Deleting. The cloudspace_failures_total counter has a series for each,
+// for each kind, from the operator's start.
+var DegradedReasons = []string{
+	ReasonRenderFailed, ReasonValuesInvalid, ReasonApplyFailed, ReasonPruneFailed, ReasonOwnershipConflict,
+	ReasonVolumeOwnedByAnotherUser, ReasonChildFailed, ReasonCrashLoop, ReasonImagePullFailed,
+	ReasonContainerCannotStart, ReasonStartTimedOut, ReasonStartFailed, ReasonNodeNotReady,
+	ReasonNodeUnschedulable, ReasonIngressHostConflict, ReasonIngressHostNotAllowed,
+}
+
 // Annotations and labels the operator reads or writes.
 const (
 	// PauseAnnotation, set to "true" on a CR, stops the operator from changing its children.

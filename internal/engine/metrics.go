@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
 // engineMetrics are the engine's Prometheus metrics, served on the manager's metrics endpoint.
@@ -102,6 +104,15 @@ func (m *engineMetrics) observeFailure(kind string, before metav1.Condition, aft
 		return
 	}
 	m.failures.WithLabelValues(kind, after.Reason).Inc()
+}
+
+// startCounting puts kind's failure counts at zero for every reason Degraded can carry. A
+// counter's series that first appears at 1 has no increase to Prometheus, so without them an
+// alert on increase (CloudspaceCrashLooping) would miss each first failure of a kind and reason.
+func (m *engineMetrics) startCounting(kind string) {
+	for _, reason := range infrav1alpha1.DegradedReasons {
+		m.failures.WithLabelValues(kind, reason)
+	}
 }
 
 // observeChildren records how many children a CR has, in the children gauge.

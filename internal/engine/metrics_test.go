@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	infrav1alpha1 "github.com/cloudspace-dev/cloudspace-operator/api/v1alpha1"
 )
 
 func TestResourcesByCondition(t *testing.T) {
@@ -81,5 +83,18 @@ func TestFailuresCountTransitions(t *testing.T) {
 	}
 	if count("CrashLoop") != 1 || count("StartFailed") != 1 || count("Applying") != 0 {
 		t.Errorf("CrashLoop %v, StartFailed %v, Applying %v; want 1, 1, 0", count("CrashLoop"), count("StartFailed"), count("Applying"))
+	}
+}
+
+// TestFailuresStartAtZero: once a kind is served, its failure count is at zero for every reason
+// Degraded can carry, before any failure: Prometheus sees the first one as an increase.
+func TestFailuresStartAtZero(t *testing.T) {
+	m := newEngineMetrics()
+	m.startCounting("Workspace")
+	if n := testutil.CollectAndCount(m.failures); n != len(infrav1alpha1.DegradedReasons) {
+		t.Errorf("%d failure series, want one per Degraded reason (%d)", n, len(infrav1alpha1.DegradedReasons))
+	}
+	if v := testutil.ToFloat64(m.failures.WithLabelValues("Workspace", infrav1alpha1.ReasonCrashLoop)); v != 0 {
+		t.Errorf("CrashLoop count %v before any failure", v)
 	}
 }

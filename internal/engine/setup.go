@@ -142,6 +142,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, cfg config, childCache cache.Ca
 		watched: map[schema.GroupVersionKind]bool{}, recovery: newRecovery(), owners: held,
 		status: newStatusWriter(mgr.GetClient(), cfg),
 	}
+	r.metrics.startCounting(r.gvk.Kind)
 	return r.SetupWithManager(mgr)
 }
 

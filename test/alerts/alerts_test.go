@@ -24,30 +24,20 @@ type rule struct {
 // groups reads the PrometheusRule and returns its spec (a promtool rule file) and its alerts.
 func groups(t *testing.T) ([]byte, []rule) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "prometheus", "prometheusrule.yaml"))
+	spec, err := framework.AlertRuleFile()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Spec struct {
-			Groups []struct {
-				Rules []rule `json:"rules"`
-			} `json:"groups"`
-		} `json:"spec"`
+		Groups []struct {
+			Rules []rule `json:"rules"`
+		} `json:"groups"`
 	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := yaml.Marshal(raw["spec"])
-	if err != nil {
+	if err := yaml.Unmarshal(spec, &doc); err != nil {
 		t.Fatal(err)
 	}
 	var rules []rule
-	for _, g := range doc.Spec.Groups {
+	for _, g := range doc.Groups {
 		rules = append(rules, g.Rules...)
 	}
 	if len(rules) == 0 {

@@ -52,8 +52,11 @@ func TestOperatorSDKInstall(t *testing.T) {
 	uncordon()
 	t.Logf("installed %s; operator pod %s on %s", csv.Name, pod.Name, pod.Spec.NodeName)
 	vm := createRealVM(t, node)
+	promPod := startPrometheus(t, node)
 
 	t.Run("metrics answer through their Service, to an authorized token only", func(t *testing.T) { checkMetrics(t) })
+	var prom prometheusServer
+	t.Run("Prometheus scrapes the operator with the metrics-reader's rights, the alerting rules loaded", func(t *testing.T) { prom = checkPrometheusScrapes(t, promPod) })
 	t.Run("health answers on the pod", func(t *testing.T) { checkHealth(t, pod) })
 	t.Run("admission webhooks answer through their Service", checkWebhooks)
 	t.Run("the gRPC API answers through its Service", func(t *testing.T) { checkGRPC(t, api) })
@@ -79,6 +82,7 @@ func TestOperatorSDKInstall(t *testing.T) {
 			check{"create-and-wait for a workspace whose image cannot be pulled says so within a minute", func(t *testing.T) { checkUnpullableWorkspace(t, api) }},
 			check{"create-and-wait for a workspace no node has room for answers at the deadline with the scheduler's reason", func(t *testing.T) { checkUnplaceableWorkspace(t, api.as("bob", api.other)) }},
 			check{"a crash-looping IDE is Degraded within a minute, then stopped after its failed starts", checkCrashingWorkspace},
+			check{"the crash loop fires CloudspaceCrashLooping in Prometheus, with its runbook", func(t *testing.T) { checkCrashLoopAlert(t, prom) }},
 			check{"a non-root pod binds port 22 only with the unprivileged-port sysctl", checkPortSysctl},
 			check{"a VM whose launcher keeps failing is stopped after its failed starts, Degraded with the reason", checkCrashingVM},
 			check{"the workspace API's NetworkPolicy admits only namespaces labelled for it", checkAPIPolicy},

@@ -89,6 +89,21 @@ func (b *Builder) goBinary(pkg, name string) (string, error) {
 	return out, nil
 }
 
+// licenses is a directory of the licences pkg's binary carries, for its image's /licenses
+// (hack/licenses.sh, which the Dockerfiles run too), for the platform goBinary builds for.
+func (b *Builder) licenses(pkg, name string) (string, error) {
+	out := filepath.Join(b.Work, "licenses", name)
+	if err := os.RemoveAll(out); err != nil {
+		return "", err
+	}
+	cmd := exec.Command(filepath.Join(b.Repo, "hack", "licenses.sh"), out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if o, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("hack/licenses.sh %s: %w\n%s", pkg, err, o)
+	}
+	return out, nil
+}
+
 // tool is a binary of bin/ built by hack/tools.sh, which it runs first.
 func (b *Builder) tool(name string) (string, error) {
 	cmd := exec.Command(filepath.Join(b.Repo, "hack", "tools.sh"), name)

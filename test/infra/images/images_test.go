@@ -2,6 +2,7 @@ package images
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,5 +118,40 @@ func TestOperatorImageHasCertificationLabels(t *testing.T) {
 		if labels[name] == "" {
 			t.Errorf("the operator image has no %s label", name)
 		}
+	}
+}
+
+// TestOperatorLicensesNameEveryLinkedModule: the operator image's /licenses holds the project's
+// licence, Go's, and a licence file for each module the manager links.
+func TestOperatorLicensesNameEveryLinkedModule(t *testing.T) {
+	root := framework.RepoRoot()
+	dir, err := (&Builder{Repo: root, Work: t.TempDir()}).licenses(".", "manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := os.ReadFile(filepath.Join(root, "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "LICENSE")); err != nil || string(got) != string(ours) {
+		t.Errorf("/licenses/LICENSE is not the project's: %v", err)
+	}
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{.Module.Path}}{{end}}", ".")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := map[string]bool{"golang.org/go": true}
+	for _, m := range strings.Fields(string(out)) {
+		modules[m] = m != "github.com/cloudspace-dev/cloudspace-operator"
+	}
+	for m, linked := range modules {
+		if files, _ := os.ReadDir(filepath.Join(dir, m)); linked && len(files) == 0 {
+			t.Errorf("no licence of %s, which the manager links", m)
+		}
+	}
+	if len(modules) < 50 {
+		t.Errorf("the manager links %d modules? go list said %q", len(modules), out)
 	}
 }

@@ -154,6 +154,23 @@ func stockScorecard() Recipe {
 	}
 }
 
+// prometheus is the Prometheus server (hack/tools/prometheus, static) that scrapes the operator
+// on the real cluster, as its non-root nobody user; its data is wherever --storage.tsdb.path
+// points (the suite mounts an emptyDir).
+func prometheus() Recipe {
+	return Recipe{
+		Repo: PrometheusRepo, Tag: "v0.316.0", Set: Infra,
+		Config: oci.Config{Entrypoint: []string{"/bin/prometheus"}, User: "65534:65534", ExposedPorts: []string{"9090/tcp"}},
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			bin, err := b.tool("prometheus")
+			if err != nil {
+				return nil, err
+			}
+			return layer(oci.File("/bin/prometheus", bin, 0o755))
+		},
+	}
+}
+
 // ModuleDir is the module cache directory of module as the wrapper module at dir requires it.
 func ModuleDir(dir, module string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)

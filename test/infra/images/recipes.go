@@ -30,6 +30,7 @@ const (
 	OPMRepo             = "opm"
 	OLMUtilRepo         = "olm-util"
 	StockScorecardRepo  = "scorecard-test"
+	PrometheusRepo      = "prometheus"
 	launcherTag         = "0.1.0"
 	ideTag              = "4.96.4"
 	diskTag             = "debian-12"
@@ -46,7 +47,7 @@ func All(version string) []Recipe {
 		// operator-sdk run bundle-upgrade takes no --decompression-image: its registry pod runs
 		// the upstream busybox reference it has built in, which the node pulls from the registry
 		// as that registry's mirror, under this path.
-		pause(), coreDNS(), busybox(BusyboxRepo, "1.35"), busybox("library/busybox", "1.36.0"), opm(), olmUtil(), stockScorecard(),
+		pause(), coreDNS(), busybox(BusyboxRepo, "1.35"), busybox("library/busybox", "1.36.0"), opm(), olmUtil(), stockScorecard(), prometheus(),
 		operator(version), operator(UpgradeVersion), scorecardTests(v),
 		// The launcher's rootfs.sh runs its tests inside the root filesystem; the IDE's test.sh
 		// runs code-server from the built one as its pod does.
@@ -70,8 +71,9 @@ func All(version string) []Recipe {
 
 const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// operator is the manager with the charts and watches.yaml it serves (Dockerfile); each
-// version's image differs by its version label, so that an upgrade replaces the pod.
+// operator is the manager with the charts and watches.yaml it serves and the licences of what
+// it links (Dockerfile); each version's image differs by its version label, so that an upgrade
+// replaces the pod.
 func operator(version string) Recipe {
 	return Recipe{
 		Repo: OperatorRepo, Tag: "v" + version, Set: Product,
@@ -99,7 +101,15 @@ func operator(version string) Recipe {
 			if err != nil {
 				return nil, err
 			}
-			return layer(append(charts,
+			licenses, err := b.licenses(".", "manager")
+			if err != nil {
+				return nil, err
+			}
+			licenseTree, err := oci.Tree("/licenses", licenses)
+			if err != nil {
+				return nil, err
+			}
+			return layer(append(append(charts, licenseTree...),
 				oci.File("/manager", manager, 0o755),
 				oci.File("/opt/cloudspace/watches.yaml", filepath.Join(b.Repo, "watches.yaml"), 0o644))...)
 		},

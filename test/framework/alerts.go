@@ -1,0 +1,32 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/yaml"
+)
+
+// AlertRulesPath is the operator's PrometheusRule (config/prometheus), the one source of its
+// alerting rules.
+func AlertRulesPath() string {
+	return filepath.Join(RepoRoot(), "config", "prometheus", "prometheusrule.yaml")
+}
+
+// AlertRuleFile is the PrometheusRule's spec as a Prometheus rule file: what a Prometheus that
+// prometheus-operator configures loads from it, and what promtool checks.
+func AlertRuleFile() ([]byte, error) {
+	data, err := os.ReadFile(AlertRulesPath())
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", AlertRulesPath(), err)
+	}
+	if doc["spec"] == nil {
+		return nil, fmt.Errorf("%s has no spec", AlertRulesPath())
+	}
+	return yaml.Marshal(doc["spec"])
+}
