@@ -41,8 +41,26 @@ var (
 	}, []string{"kind", "reason"})
 )
 
+// observedPhases are the phases each kind's starts are observed in (startPhases): a VM's start
+// has no asked-at time, so neither total nor operator.
+var observedPhases = map[string][]string{
+	workspaceGVK.Kind: {StartPhaseTotal, StartPhaseOperator, StartPhaseScheduling, StartPhaseContainers},
+	vmGVK.Kind:        {StartPhaseScheduling, StartPhaseContainers},
+}
+
 func init() {
 	metrics.Registry.MustRegister(startSeconds, operatorStops)
+	// Every series is there from the start, at zero: one that first appears with its first
+	// observation shows Prometheus no increase, so a rate over it (the start-time graph,
+	// CloudspaceStartSlow) would miss each first start or stop after the operator's own.
+	for kind, phases := range observedPhases {
+		for _, phase := range phases {
+			startSeconds.WithLabelValues(kind, phase)
+		}
+		for _, reason := range []string{infrav1alpha1.StoppedIdle, infrav1alpha1.StoppedStartFailed} {
+			operatorStops.WithLabelValues(kind, reason)
+		}
+	}
 }
 
 // workspaceTransitions is what a new Workspace status tells the metrics, to observe once it
@@ -52,7 +70,7 @@ func workspaceTransitions(ws *infrav1alpha1.Workspace, st infrav1alpha1.Workspac
 	switch {
 	case st.Phase == infrav1alpha1.WorkspaceRunning && ws.Status.Phase != infrav1alpha1.WorkspaceRunning:
 		if pod := readyPod(live); freshStart(ws.Status.StartRequestedAt, pod) {
-			return observeStart(workspaceGVK.Kind, ws.Status.StartRequestedAt, pod)
+			return observeStart(workspaceGVK.Kind, startAsked(ws), pod)
 		}
 	case st.StoppedReason != "" && !ws.StoppedByOperator():
 		return observeStop(workspaceGVK.Kind, st.StoppedReason)
@@ -65,11 +83,30 @@ func observeStop(kind, reason string) func() {
 	return func() { operatorStops.WithLabelValues(kind, reason).Inc() }
 }
 
-// freshStart reports whether pod was made for the start that began at since (nil: unknown): a
-// pod older than that ran before (its readiness lost and regained, a container restarted), and
-// its scheduling and containers phases are not this start's.
+// startRecordedLate is how much later than its pod a start may be recorded: the first status
+// of a generation waits up to the engine's first-status delay (5 s) for the children, and a
+// loaded API server adds to it, so a status's startRequestedAt can follow the pod it asked for.
+const startRecordedLate = 30 * time.Second
+
+// freshStart reports whether pod was made for the start recorded at since (nil: unknown): a
+// pod made well before that ran before (its readiness lost and regained, a container
+// restarted), and its scheduling and containers phases are not this start's.
 func freshStart(since *metav1.Time, pod *corev1.Pod) bool {
-	return pod != nil && (since == nil || !pod.CreationTimestamp.Before(since))
+	return pod != nil && (since == nil || !pod.CreationTimestamp.Add(startRecordedLate).Before(since.Time))
+}
+
+// startAsked is when a workspace's start was asked: when its status recorded it, but for the
+// start it was created with its creation, which its status records later (up to
+// startRecordedLate) or never (a first status put off until the IDE was ready).
+func startAsked(ws *infrav1alpha1.Workspace) *metav1.Time {
+	recorded, created := ws.Status.StartRequestedAt, ws.CreationTimestamp
+	if created.IsZero() {
+		return recorded
+	}
+	if ws.Status.Phase == "" || (recorded != nil && !recorded.Before(&created) && recorded.Sub(created.Time) <= startRecordedLate) {
+		return &created
+	}
+	return recorded
 }
 
 // notReadySince is when a resource's Ready condition last became False; nil when it is not.

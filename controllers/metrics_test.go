@@ -110,6 +110,56 @@ func TestWorkspaceTransitionsCountOnce(t *testing.T) {
 	}
 }
 
+// TestAStartRecordedLateIsObserved: a start whose status was first written after its pod
+// was made, or only once the IDE was ready (the engine's first status of a generation waits for
+// the children), is observed: a new workspace's from its creation, a restart's from when its
+// status recorded it.
+func TestAStartRecordedLateIsObserved(t *testing.T) {
+	base := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	running := infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspaceRunning}
+	pending := infrav1alpha1.WorkspaceStatus{Phase: infrav1alpha1.WorkspacePending, StartRequestedAt: ptr.To(metav1.NewTime(base.Add(6 * time.Second)))}
+	for _, tc := range []struct {
+		name    string
+		created time.Time
+		before  infrav1alpha1.WorkspaceStatus
+		total   float64
+	}{
+		{"a new workspace", base.Add(-time.Second), pending, 13},
+		{"a new workspace whose first status is Running", base.Add(-time.Second), infrav1alpha1.WorkspaceStatus{}, 13},
+		{"a restart", base.Add(-time.Hour), pending, 6},
+	} {
+		ws := &infrav1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(tc.created)}, Status: tc.before}
+		m := &dto.Metric{}
+		read := func() (uint64, float64) {
+			if err := startSeconds.WithLabelValues("Workspace", StartPhaseTotal).(prometheus.Metric).Write(m); err != nil {
+				t.Fatal(err)
+			}
+			return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		}
+		count, sum := read()
+		observe := workspaceTransitions(ws, running, []corev1.Pod{*readyIDE(base)})
+		if observe == nil {
+			t.Errorf("%s: the start was not observed", tc.name)
+			continue
+		}
+		observe()
+		if gotCount, gotSum := read(); gotCount != count+1 || gotSum-sum != tc.total {
+			t.Errorf("%s: %d samples adding %v s, want 1 of %v s", tc.name, gotCount-count, gotSum-sum, tc.total)
+		}
+	}
+}
+
+// TestStartAndStopSeriesExistFromTheStart: every kind's start phases and stop reasons have a
+// series before anything is observed, so that Prometheus sees the first one as an increase.
+func TestStartAndStopSeriesExistFromTheStart(t *testing.T) {
+	if n := testutil.CollectAndCount(startSeconds); n != 6 {
+		t.Errorf("%d start series, want 6 (Workspace: 4 phases; VirtualMachine: 2)", n)
+	}
+	if n := testutil.CollectAndCount(operatorStops); n != 4 {
+		t.Errorf("%d stop series, want 4 (2 kinds, Idle and StartFailed)", n)
+	}
+}
+
 // TestAVMStartIsObservedWhenItsLauncherIsReady: a VM whose launcher pod has just become ready
 // observes its scheduling and containers phases once; one already Running observes nothing.
 func TestAVMStartIsObservedWhenItsLauncherIsReady(t *testing.T) {

@@ -34,8 +34,9 @@ const maxKeptAnnotation = 512
 
 // Transform is a cache transform for a cache whose objects anyone may label: managedFields go
 // from everything; an object held (as holds says) is kept whole; a pod that is not (one a
-// workload runs, read for its status) keeps its status and identity; any other object becomes a
-// stub. A pod kept in part is marked as a stub is, so that it is never taken for a whole object.
+// workload runs, read for its status) keeps its status, identity and creation time (a start's
+// phases are measured from it); any other object becomes a stub. A pod kept in part is marked
+// as a stub is, so that it is never taken for a whole object.
 func (t Trim) Transform(holds func(client.Object) bool) cache.TransformFunc {
 	return func(in any) (any, error) {
 		obj, ok := in.(client.Object)
@@ -47,8 +48,10 @@ func (t Trim) Transform(holds func(client.Object) bool) cache.TransformFunc {
 			return obj, nil
 		}
 		if pod, ok := obj.(*corev1.Pod); ok {
+			created := pod.CreationTimestamp
 			pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
 			pod.ObjectMeta = t.stubMeta(pod)
+			pod.CreationTimestamp = created
 			return pod, nil
 		}
 		return t.stub(obj), nil
