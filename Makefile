@@ -264,6 +264,13 @@ test-real: ## Install and use the operator on a real node (operator-sdk run bund
 	$(PACKAGES) node images browser
 	hack/test-real.sh
 
+.PHONY: screenshots
+screenshots: ## Regenerate the README's screenshots of Prometheus (docs/images): the real suite's Prometheus, built from source, scraping the operator; a workspace's start and a crash-looping IDE's alert firing.
+	$(PACKAGES) node images browser
+	REAL_RUN='TestOperatorSDKInstall/^(Prometheus.*|lanes)$$/^tenants_and_failures$$/(opens_in_a_browser|crash)' hack/test-real.sh
+	mkdir -p docs/images
+	cp bin/test-artifacts/prometheus-alert.png bin/test-artifacts/prometheus-start-time.png docs/images/
+
 ##@ Deployment
 
 .PHONY: install

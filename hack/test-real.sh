@@ -75,5 +75,6 @@ step "images pushed"
 make -s build >/dev/null
 # -parallel: the suite's lanes run at once, more of them than this machine has cores (Go's
 # default), since they mostly wait.
-go -C test test -count=1 -parallel 8 -timeout 45m ${V:+-v} ./real/
+# REAL_RUN runs only the tests it matches (go test -run; make screenshots).
+go -C test test -count=1 -parallel 8 -timeout 45m ${V:+-v} ${REAL_RUN:+"-run=$REAL_RUN"} ./real/
 step "suite passed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the project's tool binaries from source through the Go module proxy into bin/.
 #
-# Usage: hack/tools.sh NAME...   (or "all"; "real" for what the real node needs besides)
+# Usage: [TOOLS_GOARCH=arm64] hack/tools.sh NAME...   (or "all"; "real" for what the real node
+#        needs besides)
 #
 # Every binary is built from a wrapper module under hack/tools/<group>/ whose go.mod and go.sum
 # pin the exact version. A built binary is kept in a per-user cache keyed by name, version and a
@@ -95,11 +96,20 @@ ensure() {
   local key
   local cgo=1
   if static "$name"; then cgo=0; fi
+  # TOOLS_GOARCH: a static tool for linux on another architecture (an image's), linked in
+  # bin/linux-ARCH/.
+  local goarch=${TOOLS_GOARCH:-} link="$bin/$name" cross=
+  if [ -n "$goarch" ] && [ "$goarch" != "$(go env GOHOSTARCH)" ]; then
+    if [ $cgo = 1 ]; then echo "tools: $name is built for this machine only (TOOLS_GOARCH=$goarch)" >&2; return 1; fi
+    cross="linux/$goarch"
+    link="$bin/linux-$goarch/$name"
+    mkdir -p "$bin/linux-$goarch"
+  fi
   # The key is the wrapper module's (with its own Go code, which coredns and bundlecheck have),
-  # and "static" for a static build (other keys stay as they were).
-  key=$( { cat "$dir/go.mod" "$dir/go.sum"; cat "$dir"/*.go 2>/dev/null || true; if [ $cgo = 0 ]; then echo static; fi; } | sha256sum | cut -c1-12)
+  # "static" for a static build and the platform for another's (other keys stay as they were).
+  key=$( { cat "$dir/go.mod" "$dir/go.sum"; cat "$dir"/*.go 2>/dev/null || true; if [ $cgo = 0 ]; then echo static; fi; if [ -n "$cross" ]; then echo "$cross"; fi; } | sha256sum | cut -c1-12)
   local target="$cache/$name-$version-$key/$name"
-  if [ "$(readlink "$bin/$name" 2>/dev/null)" = "$target" ] && [ -x "$target" ]; then
+  if [ "$(readlink "$link" 2>/dev/null)" = "$target" ] && [ -x "$target" ]; then
     return 0
   fi
   local start=$SECONDS
@@ -112,13 +122,13 @@ ensure() {
   if [ -x "$target" ]; then
     echo "tools: $name $version: linking from cache"
   else
-    echo "tools: $name $version: building from source ($pkg)"
+    echo "tools: $name $version${cross:+ for $cross}: building from source ($pkg)"
     local tmp="$target.tmp.$$"
     # BUILD_GOGC: the Makefile's, for the compiler (Go's default when run by hand).
-    (cd "$dir" && CGO_ENABLED=$cgo GOGC=${BUILD_GOGC:-100} go build -ldflags "$(ldflags_for "$name")" -tags "$(tags_for "$name")" -o "$tmp" "$pkg")
+    (cd "$dir" && env CGO_ENABLED=$cgo GOGC=${BUILD_GOGC:-100} ${cross:+GOOS=linux GOARCH=$goarch} go build -ldflags "$(ldflags_for "$name")" -tags "$(tags_for "$name")" -o "$tmp" "$pkg")
     mv -f "$tmp" "$target"
   fi
-  ln -sfn "$target" "$bin/$name"
+  ln -sfn "$target" "$link"
   exec {lock}>&-
   echo "tools: $name $version: ready in $((SECONDS - start))s"
 }

@@ -82,7 +82,7 @@ func TestOperatorSDKInstall(t *testing.T) {
 			check{"create-and-wait for a workspace whose image cannot be pulled says so within a minute", func(t *testing.T) { checkUnpullableWorkspace(t, api) }},
 			check{"create-and-wait for a workspace no node has room for answers at the deadline with the scheduler's reason", func(t *testing.T) { checkUnplaceableWorkspace(t, api.as("bob", api.other)) }},
 			check{"a crash-looping IDE is Degraded within a minute, then stopped after its failed starts", checkCrashingWorkspace},
-			check{"the crash loop fires CloudspaceCrashLooping in Prometheus, with its runbook", func(t *testing.T) { checkCrashLoopAlert(t, prom) }},
+			check{"the crash loop fires CloudspaceCrashLooping in Prometheus, with its runbook; the starts before it are there, by phase", func(t *testing.T) { checkCrashLoopAlert(t, prom) }},
 			check{"a non-root pod binds port 22 only with the unprivileged-port sysctl", checkPortSysctl},
 			check{"a VM whose launcher keeps failing is stopped after its failed starts, Degraded with the reason", checkCrashingVM},
 			check{"the workspace API's NetworkPolicy admits only namespaces labelled for it", checkAPIPolicy},

@@ -94,7 +94,7 @@ func startPrometheus(t *testing.T, avoid string) *corev1.Pod {
 	for _, o := range objs {
 		// What an interrupted run left goes first: the config and the pod are this run's.
 		_ = k8sClient.Delete(ctx, o, client.GracePeriodSeconds(0))
-		waitFor(t, time.Minute, "an earlier run's "+o.GetName()+" gone", func(ctx context.Context) error {
+		framework.WaitFor(t, time.Minute, "an earlier run's "+o.GetName()+" gone", func(ctx context.Context) error {
 			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object)); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
 			}
@@ -171,6 +171,10 @@ func checkPrometheusScrapes(t *testing.T, pod *corev1.Pod) prometheusServer {
 		return prom.expectSeries(ctx, `controller_runtime_reconcile_total{job="`+promJob+`",controller="workspace.infra.cloudspace.dev"}`)
 	})
 	checkRulesLoaded(t, prom)
+	// Its web UI, built from source with it (hack/prometheus-ui.sh), is served.
+	if code, body, err := get("http://"+prom.addr+"/query", ""); err != nil || code != http.StatusOK || !strings.Contains(body, `<div id="root">`) {
+		t.Errorf("Prometheus's UI: GET /query: %d %v %.300s", code, err, body)
+	}
 	return prom
 }
 
@@ -204,7 +208,8 @@ func checkRulesLoaded(t *testing.T, prom prometheusServer) {
 }
 
 // checkCrashLoopAlert: after checkCrashingWorkspace's IDE crash-looped, CloudspaceCrashLooping
-// fires for Workspaces in the suite's Prometheus, with its runbook.
+// fires for Workspaces in the suite's Prometheus, with its runbook; the starts before it are
+// there too, and both are kept as screenshots.
 func checkCrashLoopAlert(t *testing.T, prom prometheusServer) {
 	if prom.addr == "" {
 		t.Fatal("the suite's Prometheus did not start")
@@ -231,6 +236,76 @@ func checkCrashLoopAlert(t *testing.T, prom prometheusServer) {
 		failures, err := prom.query(ctx, "cloudspace_failures_total")
 		return fmt.Errorf("alerts %+v; cloudspace_failures_total %s %v", alerts.Alerts, failures, err)
 	})
+	checkStartsObserved(t, prom)
+	screenshotPrometheus(t, prom)
+}
+
+// checkStartsObserved: the workspaces started before (the browser check's, created and started
+// again) are in Prometheus with every phase of their start: asked to ready (total), the
+// operator's part, scheduling and the containers.
+func checkStartsObserved(t *testing.T, prom prometheusServer) {
+	waitFor(t, time.Minute, "every phase of the workspaces' starts in Prometheus", func(ctx context.Context) error {
+		var phases []string
+		for _, phase := range []string{"total", "operator", "scheduling", "containers"} {
+			q := `cloudspace_start_seconds_count{kind="Workspace",phase="` + phase + `"} > 0`
+			if err := prom.expectSeries(ctx, q); err != nil {
+				phases = append(phases, phase)
+			}
+		}
+		if len(phases) > 0 {
+			all, err := prom.query(ctx, `cloudspace_start_seconds_count{kind="Workspace"}`)
+			return fmt.Errorf("no start observed in phases %v: %s %v", phases, all, err)
+		}
+		return nil
+	})
+}
+
+// startTimeQuery is the graph of the README's screenshot: the workspaces' start times, 90th
+// percentile, by phase.
+const startTimeQuery = `histogram_quantile(0.9, sum by (phase, le) (rate(cloudspace_start_seconds_bucket{kind="Workspace"}[10m])))`
+
+// screenshotPrometheus has headless Chromium open Prometheus's UI as an admin would (through
+// kubectl port-forward), and keeps what it shows in bin/test-artifacts: the alerts page with
+// CloudspaceCrashLooping firing, and the graph of the workspaces' start times (make
+// screenshots copies both into docs/images for the README).
+func screenshotPrometheus(t *testing.T, prom prometheusServer) {
+	ui := "http://127.0.0.1:" + portForward(t, promNS, "pod/prometheus", 9090)
+	b := newBrowser(t)
+	// Tall enough for the firing alert's labels under its rule, and the graph's legend.
+	if err := b.call("Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The alert's row opens (a click on it, once it is there and closed) to show its labels and
+	// annotations.
+	openAlert := `(() => {
+		const row = [...document.querySelectorAll("button")].find(b => b.innerText.includes("CloudspaceCrashLooping"));
+		if (row && row.getAttribute("aria-expanded") !== "true") row.click();
+	})()`
+	shots := []struct{ file, path, what, action, ready string }{
+		{"prometheus-alert.png", "/alerts", "the alert firing", openAlert,
+			// The rule's expression shows once its row is open; "Workspace" only in the firing
+			// alert's labels (the rule's own text has templates).
+			`document.body.innerText.includes("sum by (kind)") && document.body.innerText.includes("Workspace")`},
+		{"prometheus-start-time.png", "/query?g0.tab=graph&g0.range_input=5m&g0.expr=" + url.QueryEscape(startTimeQuery),
+			"the start-time graph", "", `document.querySelector(".uplot canvas") !== null && document.body.innerText.includes("total")`},
+	}
+	for _, s := range shots {
+		if err := b.call("Page.navigate", map[string]any{"url": ui + s.path}, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "Prometheus's UI showing "+s.what, func(ctx context.Context) error {
+			if s.action != "" {
+				_, _ = b.eval(s.action)
+			}
+			if ok, err := b.eval(s.ready); err != nil || ok != "true" {
+				text, _ := b.eval("document.body.innerText")
+				starts, qerr := prom.query(ctx, "cloudspace_start_seconds_count")
+				return fmt.Errorf("not yet (%v): the page shows %.300q; cloudspace_start_seconds_count %s %v", err, text, starts, qerr)
+			}
+			return nil
+		})
+		keepScreenshot(t, b, s.file)
+	}
 }
 
 // expectSeries fails unless query returns a series.

@@ -218,19 +218,26 @@ func screenshotWorkbench(t *testing.T, ide string, session *http.Cookie) {
 	if strings.Contains(text, "does not exist") {
 		t.Errorf("the workbench says the folder does not exist: %.500q", text)
 	}
+	keepScreenshot(t, b, "workspace-workbench.png")
+}
+
+// keepScreenshot writes what b shows to bin/test-artifacts/name; a blank or error page is a
+// few colours, a page that rendered its application many.
+func keepScreenshot(t *testing.T, b *browser, name string) {
+	t.Helper()
 	dir := filepath.Join(framework.RepoRoot(), "bin", "test-artifacts")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	shot := filepath.Join(dir, "workspace-workbench.png")
+	shot := filepath.Join(dir, name)
 	if err := b.screenshot(shot); err != nil {
 		t.Fatal(err)
 	}
 	colours := pngColours(t, shot)
 	if colours < 32 {
-		t.Errorf("the screenshot %s has %d colours: not the workbench", shot, colours)
+		t.Errorf("the screenshot %s has %d colours: not the page", shot, colours)
 	}
-	t.Logf("screenshot of the workbench: %s (%d colours)", shot, colours)
+	t.Logf("screenshot: %s (%d colours)", shot, colours)
 }
 
 // pngColours counts the distinct colours of a PNG, up to 1000.

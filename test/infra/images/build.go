@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
 )
 
@@ -43,30 +45,11 @@ func (b *Builder) Build(recipes []Recipe, transport http.RoundTripper) ([]Built,
 }
 
 func (b *Builder) build(r Recipe, transport http.RoundTripper) (Built, error) {
-	layers, err := r.Layers(b)
-	if err != nil {
-		return Built{}, err
-	}
-	for i, l := range layers {
-		if layers[i], err = b.layers().Cached(l); err != nil {
-			return Built{}, err
-		}
-	}
-	cfg := r.Config
-	if r.Dockerfile == "bundle.Dockerfile" {
-		if cfg, err = bundleConfig(b.Repo); err != nil {
-			return Built{}, err
-		}
-	}
-	img, err := oci.Image(cfg, layers...)
+	img, size, err := b.assemble(r)
 	if err != nil {
 		return Built{}, err
 	}
 	digest, err := img.Digest()
-	if err != nil {
-		return Built{}, err
-	}
-	size, err := oci.Size(img)
 	if err != nil {
 		return Built{}, err
 	}
@@ -77,6 +60,50 @@ func (b *Builder) build(r Recipe, transport http.RoundTripper) (Built, error) {
 		}
 	}
 	return built, nil
+}
+
+// assemble builds r's image, or its index of one image per architecture, and its size.
+func (b *Builder) assemble(r Recipe) (oci.Pushable, int64, error) {
+	var imgs []v1.Image
+	for _, arch := range r.arches() {
+		img, err := b.platformImage(r, arch)
+		if err != nil {
+			return nil, 0, fmt.Errorf("linux/%s: %w", arch, err)
+		}
+		imgs = append(imgs, img)
+	}
+	if len(imgs) == 1 {
+		size, err := oci.Size(imgs[0])
+		return imgs[0], size, err
+	}
+	idx, err := oci.Index(imgs...)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := oci.IndexSize(idx)
+	return idx, size, err
+}
+
+// platformImage is r's image for linux/arch.
+func (b *Builder) platformImage(r Recipe, arch string) (v1.Image, error) {
+	b.Arch = arch
+	defer func() { b.Arch = "" }()
+	layers, err := r.Layers(b)
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range layers {
+		if layers[i], err = b.layers().Cached(l); err != nil {
+			return nil, err
+		}
+	}
+	cfg := r.Config
+	if r.Dockerfile == "bundle.Dockerfile" {
+		if cfg, err = bundleConfig(b.Repo); err != nil {
+			return nil, err
+		}
+	}
+	return oci.ImageFor(arch, cfg, layers...)
 }
 
 // PruneLayers removes the compressed layers no build has used for a fortnight: every change of

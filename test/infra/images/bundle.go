@@ -19,7 +19,7 @@ import (
 // channel. With a registry its CSV and scorecard configuration name every image by digest.
 func bundleImage(version, replaces string) Recipe {
 	return Recipe{
-		Repo: BundleRepo, Tag: "v" + version, Set: Product, Dockerfile: "bundle.Dockerfile",
+		Repo: BundleRepo, Tag: "v" + version, Set: Product, Dockerfile: "bundle.Dockerfile", Arches: multiArch,
 		Layers: func(b *Builder) ([]v1.Layer, error) {
 			dir, err := b.bundleDir(version, replaces)
 			if err != nil {
@@ -93,7 +93,7 @@ func (b *Builder) repoVersion() string {
 // catalog under /configs, as `opm generate dockerfile` shapes it.
 func catalog(tag string, versions ...string) Recipe {
 	return Recipe{
-		Repo: CatalogRepo, Tag: tag, Set: Product, Dockerfile: "images/catalog/Dockerfile",
+		Repo: CatalogRepo, Tag: tag, Set: Product, Dockerfile: "images/catalog/Dockerfile", Arches: multiArch,
 		Config: opmConfig(nil),
 		Layers: func(b *Builder) ([]v1.Layer, error) {
 			base, err := opmLayers(b)
@@ -113,7 +113,7 @@ func catalog(tag string, versions ...string) Recipe {
 // catalogFBC renders each version's bundle with opm, sets the bundle image it is installed
 // from (so OLM unpacks it, as from any catalog), and validates the whole.
 func (b *Builder) catalogFBC(versions []string) ([]byte, error) {
-	opmBin, err := b.tool("opm")
+	opmBin, err := b.hostTool("opm")
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -38,8 +39,24 @@ type Recipe struct {
 	Dockerfile     string
 	DockerfileArgs map[string]string
 	Config         oci.Config
-	// Layers builds the image's layers; refs names the images built before it by digest.
+	// Layers builds the image's layers for b.Arch; refs names the images built before it by
+	// digest.
 	Layers func(b *Builder) ([]v1.Layer, error)
+	// Arches are the linux architectures it is built for (GOARCH's names), amd64 when empty;
+	// with more than one, the image is an OCI index of one image each, in this order.
+	Arches []string
+}
+
+// multiArch are the architectures of the images that run on any node of a cluster: those OLM
+// runs to install the operator (the catalog, the bundle) and the test images of Go alone.
+var multiArch = []string{oci.Amd64, "arm64"}
+
+// arches are the architectures r is built for.
+func (r Recipe) arches() []string {
+	if len(r.Arches) == 0 {
+		return []string{oci.Amd64}
+	}
+	return r.Arches
 }
 
 // Name is the recipe's repository and tag.
@@ -62,6 +79,22 @@ type Builder struct {
 	Refs map[string]string
 	// Log receives each step.
 	Log func(format string, args ...any)
+	// Arch is the architecture the recipe's layers are being built for, amd64 when empty.
+	Arch string
+}
+
+// arch is the architecture being built for.
+func (b *Builder) arch() string {
+	if b.Arch == "" {
+		return oci.Amd64
+	}
+	return b.Arch
+}
+
+// goEnv is the environment of a go command building for b's architecture, as the Dockerfiles'
+// builds do (static).
+func (b *Builder) goEnv() []string {
+	return append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+b.arch())
 }
 
 // Ref is the reference by digest of an image built before, by its Name.
@@ -79,10 +112,10 @@ func (b *Builder) Pinned() bool { return b.Registry != "" }
 // goBinary builds a static binary of the repository's package pkg (as the Dockerfiles do:
 // CGO_ENABLED=0, -trimpath, and no VCS stamp, which a Docker build has no .git for).
 func (b *Builder) goBinary(pkg, name string) (string, error) {
-	out := filepath.Join(b.Work, "bin", name)
+	out := filepath.Join(b.Work, "bin", "linux-"+b.arch(), name)
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
 	cmd.Dir = b.Repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Env = b.goEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
@@ -92,25 +125,40 @@ func (b *Builder) goBinary(pkg, name string) (string, error) {
 // licenses is a directory of the licences pkg's binary carries, for its image's /licenses
 // (hack/licenses.sh, which the Dockerfiles run too), for the platform goBinary builds for.
 func (b *Builder) licenses(pkg, name string) (string, error) {
-	out := filepath.Join(b.Work, "licenses", name)
+	out := filepath.Join(b.Work, "licenses", "linux-"+b.arch(), name)
 	if err := os.RemoveAll(out); err != nil {
 		return "", err
 	}
 	cmd := exec.Command(filepath.Join(b.Repo, "hack", "licenses.sh"), out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Env = b.goEnv()
 	if o, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("hack/licenses.sh %s: %w\n%s", pkg, err, o)
 	}
 	return out, nil
 }
 
-// tool is a binary of bin/ built by hack/tools.sh, which it runs first.
+// tool is a binary of bin/ built by hack/tools.sh, which it runs first, for the architecture
+// being built for: another than the host's is in bin/linux-ARCH/ (TOOLS_GOARCH).
 func (b *Builder) tool(name string) (string, error) {
+	return b.toolFor(name, b.arch())
+}
+
+// hostTool is a tool of bin/ the build runs.
+func (b *Builder) hostTool(name string) (string, error) {
+	return b.toolFor(name, runtime.GOARCH)
+}
+
+func (b *Builder) toolFor(name, arch string) (string, error) {
 	cmd := exec.Command(filepath.Join(b.Repo, "hack", "tools.sh"), name)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("hack/tools.sh %s: %w\n%s", name, err, out)
+	path := filepath.Join(b.Bin, name)
+	if arch != runtime.GOARCH {
+		cmd.Env = append(os.Environ(), "TOOLS_GOARCH="+arch)
+		path = filepath.Join(b.Bin, "linux-"+arch, name)
 	}
-	return filepath.EvalSymlinks(filepath.Join(b.Bin, name))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("hack/tools.sh %s (linux/%s): %w\n%s", name, arch, err, out)
+	}
+	return filepath.EvalSymlinks(path)
 }
 
 // layer is oci.Layer with the error wrapped.

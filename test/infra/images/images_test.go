@@ -1,14 +1,22 @@
 package images
 
 import (
+	"archive/tar"
+	"encoding/binary"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
@@ -154,4 +162,77 @@ func TestOperatorLicensesNameEveryLinkedModule(t *testing.T) {
 	if len(modules) < 50 {
 		t.Errorf("the manager links %d modules? go list said %q", len(modules), out)
 	}
+}
+
+// TestGoImagesListBothPlatforms: the images a cluster of either architecture runs from OLM
+// (the catalog, the bundle) and the Go test images are indexes of a linux/amd64 and a
+// linux/arm64 image; the operator's stays amd64, as its workloads' images are (the CSV's labels
+// say so, and OperatorHub's multiarch validator holds them to its images). A Go image's arm64
+// binary is built for arm64, and a second build gives the same index.
+func TestGoImagesListBothPlatforms(t *testing.T) {
+	for _, r := range All("0.1.0") {
+		multi := slices.Contains([]string{BundleRepo, CatalogRepo, ScorecardTestsRepo, TestDaemonRepo}, r.Repo)
+		if got := slices.Equal(r.arches(), multiArch); got != multi {
+			t.Errorf("%s is built for %v", r.Name(), r.arches())
+		}
+	}
+	root := framework.RepoRoot()
+	build := func() (string, map[string]uint16) {
+		b := &Builder{Repo: root, Bin: filepath.Join(root, "bin"), Work: t.TempDir(), Log: t.Logf}
+		img, _, err := b.assemble(testDaemon("v0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, ok := img.(v1.ImageIndex)
+		if !ok {
+			t.Fatalf("the test daemon's image is a %T, not an index", img)
+		}
+		digest, err := idx.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return digest.String(), elfMachines(t, idx, "test-daemon")
+	}
+	first, machines := build()
+	// ELF e_machine: 62 is x86-64, 183 AArch64.
+	if want := map[string]uint16{"amd64": 62, "arm64": 183}; !maps.Equal(machines, want) {
+		t.Errorf("the binary's ELF machine by platform: %v, want %v", machines, want)
+	}
+	if second, _ := build(); second != first {
+		t.Errorf("two builds of the test daemon's index: %s and %s", first, second)
+	}
+}
+
+// elfMachines reads, for each image of idx, the ELF machine of its file named name.
+func elfMachines(t *testing.T, idx v1.ImageIndex, name string) map[string]uint16 {
+	t.Helper()
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint16{}
+	for _, d := range m.Manifests {
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := mutate.Extract(img)
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				t.Fatalf("%s: no %s in the image (%v)", d.Platform.Architecture, name, err)
+			}
+			if path.Base(h.Name) == name {
+				head := make([]byte, 20)
+				if _, err := io.ReadFull(tr, head); err != nil || string(head[:4]) != "\x7fELF" {
+					t.Fatalf("%s: %s is not an ELF binary (%v)", d.Platform.Architecture, name, err)
+				}
+				out[d.Platform.Architecture] = binary.LittleEndian.Uint16(head[18:])
+				break
+			}
+		}
+		rc.Close()
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -21,14 +22,30 @@ import (
 var busyboxApplets = []string{"sh", "cat", "cp", "gzip", "tar", "sleep", "ls", "mkdir", "rm", "mv", "ln", "echo",
 	"true", "false", "env", "id", "chmod", "grep", "sed", "head", "tail", "wc", "date", "hostname", "test"}
 
-// busyboxEntries are Debian's static busybox (busybox-static, installed on the host) at
-// /bin/busybox with its applets linked in /bin.
-func busyboxEntries() []oci.Entry {
-	entries := []oci.Entry{oci.File("/bin/busybox", "/bin/busybox", 0o755)}
+// busyboxEntries are Debian's static busybox for b's architecture at /bin/busybox with its
+// applets linked in /bin.
+func busyboxEntries(b *Builder) ([]oci.Entry, error) {
+	bin, err := b.busybox()
+	if err != nil {
+		return nil, err
+	}
+	entries := []oci.Entry{oci.File("/bin/busybox", bin, 0o755)}
 	for _, a := range busyboxApplets {
 		entries = append(entries, oci.Symlink("/bin/"+a, "busybox"))
 	}
-	return entries
+	return entries, nil
+}
+
+// busybox is Debian's static busybox for b's architecture: the host's (busybox-static,
+// installed) for its own, else the package of that architecture's, unpacked
+// (hack/busybox/extract.sh) and cached.
+func (b *Builder) busybox() (string, error) {
+	if b.arch() == runtime.GOARCH {
+		return "/bin/busybox", nil
+	}
+	return b.cached("hack/busybox", "busybox-"+b.arch(), func(out string) *exec.Cmd {
+		return exec.Command("sh", filepath.Join(b.Repo, "hack", "busybox", "extract.sh"), b.arch(), out)
+	}, nil)
 }
 
 // tmp is a world-writable /tmp, as the images that write there (opm's cache) need.
@@ -80,7 +97,13 @@ func coreDNS() Recipe {
 func busybox(repo, tag string) Recipe {
 	return Recipe{
 		Repo: repo, Tag: tag, Set: Infra, Config: oci.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}},
-		Layers: func(*Builder) ([]v1.Layer, error) { return layer(append(busyboxEntries(), tmp)...) },
+		Layers: func(b *Builder) ([]v1.Layer, error) {
+			bb, err := busyboxEntries(b)
+			if err != nil {
+				return nil, err
+			}
+			return layer(append(bb, tmp)...)
+		},
 	}
 }
 
@@ -118,7 +141,11 @@ func opmLayers(b *Builder) ([]v1.Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return layer(append(busyboxEntries(), tmp, oci.Dir("/configs", 0o755, 0, 0),
+	bb, err := busyboxEntries(b)
+	if err != nil {
+		return nil, err
+	}
+	return layer(append(bb, tmp, oci.Dir("/configs", 0o755, 0, 0),
 		// Go's resolver reads it, and opm writes one at start when it is missing.
 		oci.Bytes("/etc/nsswitch.conf", []byte("hosts: files dns\n"), 0o644),
 		oci.File("/bin/opm", opmBin, 0o755), oci.File("/bin/grpc_health_probe", probe, 0o755))...)
@@ -133,7 +160,11 @@ func olmUtil() Recipe {
 			if err != nil {
 				return nil, err
 			}
-			return layer(append(busyboxEntries(), oci.File("/bin/cpb", cpb, 0o755))...)
+			bb, err := busyboxEntries(b)
+			if err != nil {
+				return nil, err
+			}
+			return layer(append(bb, oci.File("/bin/cpb", cpb, 0o755))...)
 		},
 	}
 }
@@ -155,18 +186,32 @@ func stockScorecard() Recipe {
 }
 
 // prometheus is the Prometheus server (hack/tools/prometheus, static) that scrapes the operator
-// on the real cluster, as its non-root nobody user; its data is wherever --storage.tsdb.path
-// points (the suite mounts an emptyDir).
+// on the real cluster, as its non-root nobody user, with its web UI (hack/prometheus-ui.sh):
+// a Prometheus built without its assets compiled in serves them from web/ui/static under a
+// working directory named prometheus, as in its repository. Its data is wherever
+// --storage.tsdb.path points (the suite mounts an emptyDir).
 func prometheus() Recipe {
+	const home = "/usr/share/prometheus"
 	return Recipe{
 		Repo: PrometheusRepo, Tag: "v0.316.0", Set: Infra,
-		Config: oci.Config{Entrypoint: []string{"/bin/prometheus"}, User: "65534:65534", ExposedPorts: []string{"9090/tcp"}},
+		Config: oci.Config{Entrypoint: []string{"/bin/prometheus"}, User: "65534:65534", WorkingDir: home, ExposedPorts: []string{"9090/tcp"}},
 		Layers: func(b *Builder) ([]v1.Layer, error) {
 			bin, err := b.tool("prometheus")
 			if err != nil {
 				return nil, err
 			}
-			return layer(oci.File("/bin/prometheus", bin, 0o755))
+			if out, err := exec.Command(filepath.Join(b.Repo, "hack", "prometheus-ui.sh")).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("hack/prometheus-ui.sh: %w\n%s", err, out)
+			}
+			ui, err := filepath.EvalSymlinks(filepath.Join(b.Bin, "prometheus-ui"))
+			if err != nil {
+				return nil, err
+			}
+			assets, err := oci.Tree(home+"/web/ui/static", filepath.Join(ui, "static"))
+			if err != nil {
+				return nil, err
+			}
+			return layer(append(assets, oci.File("/bin/prometheus", bin, 0o755))...)
 		},
 	}
 }

@@ -119,7 +119,7 @@ func operator(version string) Recipe {
 // scorecardTests are the operator's own scorecard tests (images/scorecard-tests/Dockerfile).
 func scorecardTests(tag string) Recipe {
 	return Recipe{
-		Repo: ScorecardTestsRepo, Tag: tag, Set: Product, Dockerfile: "images/scorecard-tests/Dockerfile",
+		Repo: ScorecardTestsRepo, Tag: tag, Set: Product, Dockerfile: "images/scorecard-tests/Dockerfile", Arches: multiArch,
 		Config: oci.Config{
 			Entrypoint: []string{"/usr/local/bin/scorecard-tests"}, User: operatorUser, Env: []string{"PATH=/usr/local/bin"},
 		},
@@ -137,7 +137,7 @@ func scorecardTests(tag string) Recipe {
 // seconds (images/test-daemon).
 func testDaemon(tag string) Recipe {
 	return Recipe{
-		Repo: TestDaemonRepo, Tag: tag, Set: Product, Dockerfile: "images/test-daemon/Dockerfile",
+		Repo: TestDaemonRepo, Tag: tag, Set: Product, Dockerfile: "images/test-daemon/Dockerfile", Arches: multiArch,
 		Config: oci.Config{Entrypoint: []string{"/test-daemon"}, User: operatorUser},
 		Layers: func(b *Builder) ([]v1.Layer, error) {
 			bin, err := b.goBinary("./images/test-daemon", "test-daemon")

@@ -31,9 +31,17 @@ type Config struct {
 	Labels       map[string]string
 }
 
+// Amd64 is the architecture an image is built for unless another is named.
+const Amd64 = "amd64"
+
 // Image assembles layers, in order, into a linux/amd64 OCI image with config, its history
 // and creation time set to Epoch.
 func Image(cfg Config, layers ...v1.Layer) (v1.Image, error) {
+	return ImageFor(Amd64, cfg, layers...)
+}
+
+// ImageFor is Image for linux on the architecture arch (GOARCH's name: amd64, arm64).
+func ImageFor(arch string, cfg Config, layers ...v1.Layer) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	for _, l := range layers {
@@ -54,7 +62,7 @@ func Image(cfg Config, layers ...v1.Layer) (v1.Image, error) {
 		return nil, err
 	}
 	file = file.DeepCopy()
-	file.Architecture, file.OS = "amd64", "linux"
+	file.Architecture, file.OS = arch, "linux"
 	file.Created = v1.Time{Time: Epoch}
 	file.Config = cfg.container()
 	return mutate.ConfigFile(img, file)
@@ -113,6 +121,48 @@ func Size(img v1.Image) (int64, error) {
 	return total, nil
 }
 
+// Index is the OCI image index of imgs, in order, each listed with the platform its
+// configuration states: what a runtime picks its node's image from.
+func Index(imgs ...v1.Image) (v1.ImageIndex, error) {
+	adds := make([]mutate.IndexAddendum, 0, len(imgs))
+	for _, img := range imgs {
+		file, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: file.OS, Architecture: file.Architecture},
+		}})
+	}
+	return mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...), nil
+}
+
+// IndexSize is the bytes a registry stores for an index: its manifest and each image's.
+func IndexSize(idx v1.ImageIndex) (int64, error) {
+	raw, err := idx.RawManifest()
+	if err != nil {
+		return 0, err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return 0, err
+	}
+	total := int64(len(raw))
+	for _, d := range m.Manifests {
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			return 0, err
+		}
+		size, err := Size(img)
+		if err != nil {
+			return 0, err
+		}
+		total += size
+	}
+	return total, nil
+}
+
 // Transport trusts the system's roots and, when caFile is not empty, the CA in it (a local
 // registry's).
 func Transport(caFile string) (http.RoundTripper, error) {
@@ -134,13 +184,20 @@ func Transport(caFile string) (http.RoundTripper, error) {
 	return t, nil
 }
 
-// Push writes img to ref ("host:port/repo:tag") and returns the reference by digest.
-func Push(img v1.Image, ref string, transport http.RoundTripper) (string, error) {
+// Pushable is an image or an image index.
+type Pushable interface {
+	remote.Taggable
+	Digest() (v1.Hash, error)
+}
+
+// Push writes img (an image, or an index with its images) to ref ("host:port/repo:tag") and
+// returns the reference by digest.
+func Push(img Pushable, ref string, transport http.RoundTripper) (string, error) {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return "", err
 	}
-	if err := remote.Write(tag, img, remote.WithTransport(transport)); err != nil {
+	if err := remote.Push(tag, img, remote.WithTransport(transport)); err != nil {
 		return "", fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	digest, err := img.Digest()

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func TestTarIsDeterministicAndComplete(t *testing.T) {
@@ -110,6 +112,60 @@ func TestImageDigestIsReproducibleAndConfigReadsBack(t *testing.T) {
 	}
 	if a, b := digest(), digest(); a != b {
 		t.Fatalf("two builds of the same image: %s and %s", a, b)
+	}
+}
+
+// TestIndexListsEachPlatform: an index lists one image per architecture with its platform,
+// the image a runtime on that architecture picks, and two builds give the same digest.
+func TestIndexListsEachPlatform(t *testing.T) {
+	index := func() (string, []string) {
+		var imgs []v1.Image
+		for _, arch := range []string{Amd64, "arm64"} {
+			layer, err := Layer([]Entry{Bytes("/daemon", []byte("binary for "+arch), 0o755)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := ImageFor(arch, Config{Entrypoint: []string{"/daemon"}}, layer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imgs = append(imgs, img)
+		}
+		idx, err := Index(imgs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := idx.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var platforms []string
+		for _, d := range m.Manifests {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Platform == nil || d.Platform.Architecture != file.Architecture || d.Platform.OS != "linux" {
+				t.Errorf("manifest %s listed as %v, its config says %s/%s", d.Digest, d.Platform, file.OS, file.Architecture)
+			}
+			platforms = append(platforms, file.OS+"/"+file.Architecture)
+		}
+		digest, err := idx.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return digest.String(), platforms
+	}
+	a, platforms := index()
+	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
+		t.Errorf("the index lists %v, want %v", platforms, want)
+	}
+	if b, _ := index(); a != b {
+		t.Errorf("two builds of the same index: %s and %s", a, b)
 	}
 }
 
