@@ -180,6 +180,11 @@ func checkPrometheusScrapes(t *testing.T, pod *corev1.Pod) prometheusServer {
 
 // checkRulesLoaded: every alerting rule of the PrometheusRule is loaded and evaluates cleanly.
 func checkRulesLoaded(t *testing.T, prom prometheusServer) {
+	file, err := framework.AlertRuleFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Count(string(file), "- alert: ")
 	waitFor(t, time.Minute, "the alerting rules evaluated", func(ctx context.Context) error {
 		var rules struct {
 			Groups []struct {
@@ -200,8 +205,8 @@ func checkRulesLoaded(t *testing.T, prom prometheusServer) {
 				n++
 			}
 		}
-		if n == 0 {
-			return fmt.Errorf("no alerting rule loaded")
+		if n != want || want == 0 {
+			return fmt.Errorf("%d alerting rules loaded, want the PrometheusRule's %d", n, want)
 		}
 		return nil
 	})
