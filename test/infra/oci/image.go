@@ -34,13 +34,8 @@ type Config struct {
 // Amd64 is the architecture an image is built for unless another is named.
 const Amd64 = "amd64"
 
-// Image assembles layers, in order, into a linux/amd64 OCI image with config, its history
-// and creation time set to Epoch.
-func Image(cfg Config, layers ...v1.Layer) (v1.Image, error) {
-	return ImageFor(Amd64, cfg, layers...)
-}
-
-// ImageFor is Image for linux on the architecture arch (GOARCH's name: amd64, arm64).
+// ImageFor assembles layers, in order, into an OCI image for linux on the architecture arch
+// (GOARCH's name: amd64, arm64) with config, its history and creation time set to Epoch.
 func ImageFor(arch string, cfg Config, layers ...v1.Layer) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)

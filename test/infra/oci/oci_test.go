@@ -93,7 +93,7 @@ func TestImageDigestIsReproducibleAndConfigReadsBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img, err := Image(cfg, layer)
+		img, err := ImageFor(Amd64, cfg, layer)
 		if err != nil {
 			t.Fatal(err)
 		}
