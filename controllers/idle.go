@@ -45,23 +45,28 @@ type idleVerdict struct {
 }
 
 // verdict applies the idle policy to a running resource whose spec asks for own, running since
-// startedAt, and warned of its stop by its last status or not; kept is what a stop keeps
-// ("storage", "disk"). Unused for its timeout, it is to stop; within the warning before that,
-// stopAt says when. Its idle time counts from its last use or, when none was seen since it
-// started, from its start. Each step needs a reading of its activity taken since that step's
-// time that still shows no use (a reading from before, with a session opened since, must not
-// warn of a stop), and a stop needs the warning first: a resource whose readings were late is
-// warned now and stopped at the next look. One whose activity was not read lately is never
-// stopped (its use is unknown, not nil).
-func (p idlePolicy) verdict(own *metav1.Duration, startedAt *metav1.Time, warned bool, now time.Time, kept string) idleVerdict {
+// startedAt, and warned by its last status that it stops at warned (nil: not warned); kept is
+// what a stop keeps ("storage", "disk"). Unused for its timeout, it is to stop; within the
+// warning before that, stopAt says when. Its idle time counts from its last use or, when none
+// was seen since it started, from its start. Each step needs a reading of its activity taken
+// since that step's time that still shows no use (a reading from before, with a session opened
+// since, must not warn of a stop). A stop keeps the warning's word: it comes no earlier than
+// the time the warning gave, and a warning gives the whole warning time, even when the readings
+// were late (measured on the real cluster: a VM whose reading came just after its stop time was
+// warned and stopped in the same second).
+func (p idlePolicy) verdict(own *metav1.Duration, startedAt *metav1.Time, warned *metav1.Time, now time.Time, kept string) idleVerdict {
 	at, warnAt, ok := p.idleTimes(own, startedAt, now)
-	switch {
-	case !ok || now.Before(warnAt) || p.use.Read.Before(warnAt):
+	if !ok || now.Before(warnAt) || p.use.Read.Before(warnAt) {
 		return idleVerdict{}
-	case now.Before(at) || p.use.Read.Before(at) || !warned:
-		stopAt := metav1.NewTime(latest(at, now).Truncate(time.Second))
-		return idleVerdict{stopAt: &stopAt, message: fmt.Sprintf("unused since %s: stops at %s, its %s kept, unless used before",
-			stopAt.Add(-p.timeoutFor(own)).UTC().Format(time.RFC3339), stopAt.UTC().Format(time.RFC3339), kept)}
+	}
+	stopAt := latest(at, now.Add(at.Sub(warnAt)))
+	if warned != nil {
+		stopAt = latest(at, warned.Time)
+	}
+	if warned == nil || now.Before(stopAt) || p.use.Read.Before(stopAt) {
+		t := metav1.NewTime(stopAt.Truncate(time.Second))
+		return idleVerdict{stopAt: &t, message: fmt.Sprintf("unused since %s: stops at %s, its %s kept, unless used before",
+			at.Add(-p.timeoutFor(own)).UTC().Format(time.RFC3339), t.UTC().Format(time.RFC3339), kept)}
 	}
 	return idleVerdict{stop: true, message: fmt.Sprintf("stopped after %s unused; the %s is kept", p.timeoutFor(own), kept)}
 }
