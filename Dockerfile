@@ -6,6 +6,7 @@ WORKDIR /workspace
 COPY go.mod go.sum ./
 RUN go mod download
 COPY main.go ./
+COPY config/prometheus/prometheusrule.yaml config/prometheus/
 COPY api/ api/
 COPY app/ app/
 COPY controllers/ controllers/

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,25 +20,34 @@ import (
 
 	"github.com/cloudspace-dev/cloudspace-operator/app"
 	"github.com/cloudspace-dev/cloudspace-operator/controllers"
+	"github.com/cloudspace-dev/cloudspace-operator/internal/alerts"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/engine"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/grpcapi"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/namespaces"
 	"github.com/cloudspace-dev/cloudspace-operator/internal/watches"
 )
 
-// options are the operator's command line: its own settings, the workspace API's and the
-// kinds', which their packages bind to their flags with their defaults, and the logger's.
+// alertRules are the operator's alerting rules, the PrometheusRule it installs where
+// Prometheus Operator runs (config/prometheus, which promtool tests).
+//
+//go:embed config/prometheus/prometheusrule.yaml
+var alertRules []byte
+
+// options are the operator's command line: its own settings, the workspace API's, the kinds'
+// and the alerting rules', which their packages bind to their flags with their defaults, and
+// the logger's.
 type options struct {
-	app   app.Options
-	grpc  grpcapi.Config
-	kinds controllers.Config
-	zap   zap.Options
+	app    app.Options
+	grpc   grpcapi.Config
+	kinds  controllers.Config
+	alerts alerts.Config
+	zap    zap.Options
 }
 
 // newOptions are the defaults of the settings whose packages define them; bindFlags sets the
 // others'.
 func newOptions() *options {
-	return &options{grpc: grpcapi.DefaultConfig(), kinds: controllers.DefaultConfig()}
+	return &options{grpc: grpcapi.DefaultConfig(), kinds: controllers.DefaultConfig(), alerts: alerts.DefaultConfig()}
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -87,6 +97,7 @@ func bindFlags(o *options) *flag.FlagSet {
 	o.app.BindFlags(fs)
 	o.grpc.BindFlags(fs)
 	o.kinds.BindFlags(fs)
+	o.alerts.BindFlags(fs)
 	o.zap.BindFlags(fs)
 	return fs
 }
@@ -184,6 +195,9 @@ func setup(ctx context.Context, mgr ctrl.Manager, ws []watches.Watch, o *options
 		return err
 	}
 	if err := app.SetupGRPC(mgr, o.grpc, o.kinds.Workspace, controllers.ServesWorkspaces(ws)); err != nil {
+		return err
+	}
+	if err := app.SetupAlerts(mgr, o.alerts, alertRules, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")); err != nil {
 		return err
 	}
 	return app.AddProbes(mgr)

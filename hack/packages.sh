@@ -6,7 +6,8 @@
 # Usage: hack/packages.sh GROUP...
 #   launcher  the VM launcher's tests (images/vm-launcher/test.sh): its whole runs and shells
 #   node      the real cluster (make real-cluster): runtime, CNI plugins, netfilter, host snapshot
-#   images    make images: root filesystems and the VM disk, and their checks (boot, ssh, curl)
+#   images    make images: root filesystems and the VM disk, and their checks (boot, ssh, curl);
+#             arch-test: mmdebstrap's check that another architecture's programs run (emulated)
 #   olm       the OLM suite's private network namespace
 #   e2e       the end-to-end suite's third-party web backend: git for its bundle, its database
 #   browser   the real-node suite's IDE screenshot
@@ -22,7 +23,7 @@ group() {
   case "$1" in
     launcher) echo "qemu-img:qemu-utils genisoimage:genisoimage socat:socat busybox:busybox-static openssl:openssl dash:dash" ;;
     node) echo "runc containernetworking-plugins busybox-static iptables:iptables conntrack:conntrack nft:nftables ip:iproute2 ipset:ipset" ;;
-    images) echo "mmdebstrap:mmdebstrap mke2fs:e2fsprogs sfdisk:fdisk grub-pc-bin qemu-img:qemu-utils
+    images) echo "mmdebstrap:mmdebstrap arch-test:arch-test mke2fs:e2fsprogs sfdisk:fdisk grub-pc-bin qemu-img:qemu-utils
       qemu-system-x86_64:qemu-system-x86 ssh:openssh-client curl:curl genisoimage:genisoimage socat:socat
       busybox-static ss:iproute2 node:nodejs npm:npm" ;;
     olm) echo "ip:iproute2" ;;

@@ -153,6 +153,13 @@ check "cpu_model with a newline" ERR "$got"
 # eighth of the node's memory, whatever the pod's limit).
 check "accel_option kvm" kvm "$(accel_option kvm)"
 check "accel_option tcg" "tcg,tb-size=128" "$(accel_option tcg)"
+# KVM on a node that is not x86-64 (an arm64 one, whose KVM cannot run the x86-64 guest): refused
+# with the reason, before QEMU would fail.
+uname() { echo aarch64; }
+got=$( (check_accel kvm) 2>&1) && got="passed: $got"
+case $got in *"this node is aarch64: KVM runs the x86-64 guest only on an x86-64 node"*) got=refused ;; esac
+check "check_accel kvm on an arm64 node" refused "$got"
+unset -f uname
 
 # --- The SSH port the readiness probe reads a banner from: VM_SSH_PORT, else tcp:22 of VM_PORTS.
 while read -r ports setting want; do

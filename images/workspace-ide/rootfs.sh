@@ -4,6 +4,12 @@
 #
 #   sh images/workspace-ide/rootfs.sh OUT.tar     as root on a Debian host; needs mmdebstrap,
 #                                                 node (>= 18.17) with npm, GNU tar, unshare
+#   ARCH=arm64 hack/emulate.sh arm64 sh images/workspace-ide/rootfs.sh OUT.tar
+#
+# ARCH is the Debian architecture of the image, the host's by default. For another one the
+# native modules are cross-compiled (Debian's cross g++ and ARCH's Kerberos library, in a chroot
+# of the host's architecture), and the image's packages are configured and its smoke test run
+# under hack/emulate.sh's QEMU: the modules it loads are the cross-compiled ones.
 #
 # Two runs against the same mirror content give a byte-identical OUT.tar: SOURCE_DATE_EPOCH is
 # fixed below, every mtime is clamped to it, entries are sorted and owners numeric.
@@ -53,6 +59,11 @@ RUNTIME_PACKAGES="nodejs git ca-certificates openssh-client ripgrep procps dumb-
 # The throwaway compile chroot: Debian's node 20 and its headers (/usr/include/node), the C++
 # toolchain node-gyp drives, and the Kerberos headers.
 BUILD_PACKAGES="nodejs libnode-dev g++ make python3 libkrb5-dev"
+# The compile chroot for another architecture: the same, with the cross compiler for it
+# (${CROSS}-g++) and its Kerberos library to link against.
+cross_packages() {
+	echo "nodejs libnode-dev g++-$CROSS make python3 libkrb5-dev:$1"
+}
 # No documentation, manual pages or translations; licences (copyright files) stay.
 DPKG_EXCLUDES="path-exclude=/usr/share/doc/*
 path-include=/usr/share/doc/*/copyright
@@ -134,6 +145,13 @@ stage_compile() {
 	export npm_config_nodedir npm_config_build_from_source npm_config_offline npm_config_cache \
 		npm_config_userconfig npm_config_globalconfig npm_config_update_notifier npm_config_jobs \
 		PYTHONDONTWRITEBYTECODE
+	# Cross-compiling (CROSS is the target's GNU triplet, NPM_ARCH its name to node-gyp): the
+	# target's compiler and linker, and node-gyp's target_arch.
+	if [ -n "${CROSS:-}" ]; then
+		CC=$CROSS-gcc CXX=$CROSS-g++ LINK=$CROSS-g++ AR=$CROSS-ar npm_config_arch=$NPM_ARCH \
+			npm_config_target_arch=$NPM_ARCH
+		export CC CXX LINK AR npm_config_arch npm_config_target_arch
+	fi
 	# argon2 (password hashing) is code-server's own; the rest are VS Code's.
 	(cd "$dir" && npm_pinned rebuild --foreground-scripts argon2)
 	# shellcheck disable=SC2086 # a list of package names
@@ -268,27 +286,38 @@ build() {
 
 	# shellcheck disable=SC2086 # word lists
 	build_include=$(commas $BUILD_PACKAGES) runtime_include=$(commas $RUNTIME_PACKAGES)
+	host_arch=$(dpkg --print-architecture) arch=${ARCH:-$(dpkg --print-architecture)} cross_env=
+	build_arches=$host_arch
+	if [ "$arch" != "$host_arch" ]; then
+		case $arch in
+		arm64) CROSS=aarch64-linux-gnu NPM_ARCH=arm64 ;;
+		*) die "ARCH=$arch: no cross compiler set up (arm64 is)" ;;
+		esac
+		# shellcheck disable=SC2046 # a word list
+		build_include=$(commas $(cross_packages "$arch"))
+		cross_env="CROSS=$CROSS NPM_ARCH=$NPM_ARCH" build_arches=$host_arch,$arch
+	fi
 
-	step "compile: native modules in a $SUITE chroot, without network"
+	step "compile: native modules for $arch in a $SUITE chroot, without network"
 	# shellcheck disable=SC2016 # $1 is the chroot, for mmdebstrap's hook shell
 	TMPDIR=$work/tmp unshare --mount --propagation private mmdebstrap "$@" \
-		--include="$build_include" \
+		--architectures="$build_arches" --include="$build_include" \
 		--customize-hook='mkdir -p "$1/usr/lib/code-server" "$1/opt/npm" "$1/opt/build"' \
 		--customize-hook="sync-in '$work/src/code-server' /usr/lib/code-server" \
 		--customize-hook="sync-in '$work/npm' /opt/npm" \
 		--customize-hook="copy-in '$self' /opt/build" \
-		--customize-hook='unshare --net chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp sh /opt/build/'"$(basename "$self")"' --stage=compile /usr/lib/code-server' \
+		--customize-hook='unshare --net chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp '"$cross_env"' sh /opt/build/'"$(basename "$self")"' --stage=compile /usr/lib/code-server' \
 		--customize-hook="sync-out /usr/lib/code-server '$work/built'" \
 		"$SUITE" /dev/null "$work/sources.list" >"$work/compile.log" 2>&1 \
 		|| { tail -n 60 "$work/compile.log" >&2; die "compile failed"; }
 
-	step "rootfs: $SUITE minbase, runtime packages, code-server, user coder"
+	step "rootfs: $SUITE minbase for $arch, runtime packages, code-server, user coder"
 	set -f # the patterns are dpkg's, not the shell's
 	for o in $DPKG_EXCLUDES; do set -- "$@" --dpkgopt="$o"; done
 	set +f
 	# shellcheck disable=SC2016 # $1 is the chroot, for mmdebstrap's hook shell
 	TMPDIR=$work/tmp unshare --mount --propagation private mmdebstrap "$@" \
-		--include="$runtime_include" \
+		--arch="$arch" --include="$runtime_include" \
 		--customize-hook='mkdir -p "$1/usr/lib/code-server"' \
 		--customize-hook="sync-in '$work/built' /usr/lib/code-server" \
 		--customize-hook="sh '$self' --stage=finish \"\$1\"" \

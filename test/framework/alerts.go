@@ -14,9 +14,8 @@ func AlertRulesPath() string {
 	return filepath.Join(RepoRoot(), "config", "prometheus", "prometheusrule.yaml")
 }
 
-// AlertRuleFile is the PrometheusRule's spec as a Prometheus rule file: what a Prometheus that
-// prometheus-operator configures loads from it, and what promtool checks.
-func AlertRuleFile() ([]byte, error) {
+// AlertRule is the operator's PrometheusRule as config/prometheus has it.
+func AlertRule() (map[string]any, error) {
 	data, err := os.ReadFile(AlertRulesPath())
 	if err != nil {
 		return nil, err
@@ -27,6 +26,16 @@ func AlertRuleFile() ([]byte, error) {
 	}
 	if doc["spec"] == nil {
 		return nil, fmt.Errorf("%s has no spec", AlertRulesPath())
+	}
+	return doc, nil
+}
+
+// AlertRuleFile is the PrometheusRule's spec as a Prometheus rule file: what a Prometheus that
+// prometheus-operator configures loads from it, and what promtool checks.
+func AlertRuleFile() ([]byte, error) {
+	doc, err := AlertRule()
+	if err != nil {
+		return nil, err
 	}
 	return yaml.Marshal(doc["spec"])
 }

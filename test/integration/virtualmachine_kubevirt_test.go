@@ -39,7 +39,7 @@ func kubeVirtVM(ns, name string) *unstructured.Unstructured {
 
 // TestVirtualMachineBackends: without KubeVirt, auto runs the VM in a launcher pod and an
 // explicit kubevirt is refused; once KubeVirt's CRD (generated from kubevirt.io/api by
-// hack/kubevirt-crd.sh) is served, auto renders a KubeVirt VirtualMachine that the API server
+// hack/thirdparty-crds.sh) is served, auto renders a KubeVirt VirtualMachine that the API server
 // accepts against KubeVirt's own schema, while the VM already running keeps its backend.
 func TestVirtualMachineBackends(t *testing.T) {
 	ctx := context.Background()

@@ -46,6 +46,8 @@ func TestOperatorSDKInstall(t *testing.T) {
 	// the install, the operator and operator-sdk's registry pod. The suite's VM runs there.
 	node := otherWorker(t)
 	uncordon := cordon(t, node)
+	// As on a cluster that runs Prometheus Operator: the operator installs its alerting rules.
+	servePrometheusRules(t)
 	realInstall(t, "install")
 	csv := waitCSV(t, bundle.CSVName(version()))
 	pod := operatorPod(t, ref(t, images.OperatorRepo+":v"+version()))
@@ -100,12 +102,20 @@ func TestOperatorSDKInstall(t *testing.T) {
 	t.Run("a lost node's workspace and VM are Failed naming it within about a minute, on the API too, new ones land elsewhere, and they run on when the node is back", func(t *testing.T) { checkLostNode(t, node, vm, api) })
 	t.Run("a drained node's VM powers off cleanly and its workspace waits for it, both saying so; the workspace runs there again with its files", func(t *testing.T) { checkDrain(t, node, vm) })
 	t.Run("a portal's ServiceAccount acts for its users by the cluster's impersonation rule", func(t *testing.T) { checkPortal(t, api) })
-	t.Run("operator-sdk cleanup leaves no operator pod", func(t *testing.T) {
+	t.Run("operator-sdk cleanup leaves no operator pod, nor its alerting rules", func(t *testing.T) {
 		realInstall(t, "uninstall")
 		waitFor(t, 2*time.Minute, "the operator's pods to be gone", func(ctx context.Context) error {
 			pods := operatorPods(t, ctx)
 			if len(pods) > 0 {
 				return fmt.Errorf("%d operator pods left, first %s", len(pods), pods[0].Name)
+			}
+			return nil
+		})
+		// Owned by the operator's Deployment, the PrometheusRule goes with it.
+		waitFor(t, time.Minute, "the operator's PrometheusRule to be gone", func(ctx context.Context) error {
+			rule := operatorRule(t)
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rule), rule); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
 			}
 			return nil
 		})

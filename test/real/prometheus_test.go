@@ -7,18 +7,25 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	"github.com/cloudspace-dev/cloudspace-operator/internal/alerts"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/images"
 )
@@ -62,16 +69,13 @@ scrape_configs:
 type prometheusServer struct{ addr string }
 
 // startPrometheus runs Prometheus (built from source, images.PrometheusRepo) in promNS with the
-// operator's alerting rules as config/prometheus has them, its ServiceAccount bound to the
+// alerting rules the operator installed (operatorRules), its ServiceAccount bound to the
 // bundle's metrics-reader ClusterRole, on any node but avoid (which the suite drains and
 // loses); everything goes when t ends.
 func startPrometheus(t *testing.T, avoid string) *corev1.Pod {
 	t.Helper()
 	ensureNamespace(t, promNS)
-	rules, err := framework.AlertRuleFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := operatorRules(t)
 	pod := prometheusPod(t, avoid)
 	objs := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: promSA, Namespace: promNS}},
@@ -106,6 +110,72 @@ func startPrometheus(t *testing.T, avoid string) *corev1.Pod {
 		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), o, client.GracePeriodSeconds(0)) })
 	}
 	return pod
+}
+
+// servePrometheusRules serves Prometheus Operator's PrometheusRule kind until t ends, as a
+// cluster running Prometheus Operator does: its CRD, generated from its Go types
+// (hack/thirdparty-crds.sh). The operator, installed after, finds it at its start.
+func servePrometheusRules(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "test", "testdata", "crds", "prometheus-operator", "monitoring.coreos.com_prometheusrules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), crd) })
+	waitFor(t, time.Minute, "PrometheusRules served", func(ctx context.Context) error {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(alerts.GVK.GroupVersion().WithKind("PrometheusRuleList"))
+		return k8sClient.List(ctx, list)
+	})
+}
+
+// operatorRules waits for the PrometheusRule the operator installs where Prometheus Operator
+// runs (internal/alerts): config/prometheus's, in its namespace, controlled by its Deployment.
+// Its spec is the rule file Prometheus Operator would give Prometheus.
+func operatorRules(t *testing.T) []byte {
+	t.Helper()
+	want, err := framework.AlertRule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := operatorRule(t)
+	var file []byte
+	waitFor(t, time.Minute, "the operator's PrometheusRule", func(ctx context.Context) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rule), rule); err != nil {
+			return err
+		}
+		var dep appsv1.Deployment
+		ref := metav1.GetControllerOf(rule)
+		if ref == nil || ref.Kind != "Deployment" || k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: ref.Name}, &dep) != nil || dep.UID != ref.UID {
+			return fmt.Errorf("controlled by %+v, not the operator's Deployment", ref)
+		}
+		if !equality.Semantic.DeepEqual(rule.Object["spec"], want["spec"]) {
+			return fmt.Errorf("its spec is not config/prometheus's")
+		}
+		file, err = yaml.Marshal(rule.Object["spec"])
+		return err
+	})
+	return file
+}
+
+// operatorRule is the PrometheusRule the operator installs, to read.
+func operatorRule(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	want, err := framework.AlertRule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := &unstructured.Unstructured{Object: map[string]any{"metadata": want["metadata"]}}
+	rule.SetGroupVersionKind(alerts.GVK)
+	rule.SetNamespace(operatorNS)
+	return rule
 }
 
 // prometheusPod runs Prometheus as the restricted Pod Security Standard asks, its data in an

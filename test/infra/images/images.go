@@ -47,8 +47,8 @@ type Recipe struct {
 	Arches []string
 }
 
-// multiArch are the architectures of the images that run on any node of a cluster: those OLM
-// runs to install the operator (the catalog, the bundle) and the test images of Go alone.
+// multiArch are the architectures of the product's images: every image the operator, OLM and
+// the operator's children run is built for each (the CSV says the operator supports them).
 var multiArch = []string{oci.Amd64, "arm64"}
 
 // arches are the architectures r is built for.

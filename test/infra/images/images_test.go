@@ -17,6 +17,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 	"github.com/cloudspace-dev/cloudspace-operator/test/infra/oci"
@@ -164,16 +168,15 @@ func TestOperatorLicensesNameEveryLinkedModule(t *testing.T) {
 	}
 }
 
-// TestGoImagesListBothPlatforms: the images a cluster of either architecture runs from OLM
-// (the catalog, the bundle) and the Go test images are indexes of a linux/amd64 and a
-// linux/arm64 image; the operator's stays amd64, as its workloads' images are (the CSV's labels
-// say so, and OperatorHub's multiarch validator holds them to its images). A Go image's arm64
-// binary is built for arm64, and a second build gives the same index.
+// TestGoImagesListBothPlatforms: every product image (the operator, OLM's catalog and
+// bundle, the operator's children's, the test images) is an index of a linux/amd64 and a
+// linux/arm64 image, as the CSV's labels say (OperatorHub's multiarch validator holds every
+// image the CSV names to them); the real cluster's infrastructure stays the host's. A Go
+// image's arm64 binary is built for arm64, and a second build gives the same index.
 func TestGoImagesListBothPlatforms(t *testing.T) {
 	for _, r := range All("0.1.0") {
-		multi := slices.Contains([]string{BundleRepo, CatalogRepo, ScorecardTestsRepo, TestDaemonRepo}, r.Repo)
-		if got := slices.Equal(r.arches(), multiArch); got != multi {
-			t.Errorf("%s is built for %v", r.Name(), r.arches())
+		if got := slices.Equal(r.arches(), multiArch); got != (r.Set == Product) {
+			t.Errorf("%s (%s) is built for %v", r.Name(), r.Set, r.arches())
 		}
 	}
 	root := framework.RepoRoot()
@@ -235,4 +238,52 @@ func elfMachines(t *testing.T, idx v1.ImageIndex, name string) map[string]uint16
 		rc.Close()
 	}
 	return out
+}
+
+// TestTheCSVNamesThePlatformsBuilt: the bundle's CSV says the operator supports exactly the
+// platforms the product's images are built for (operatorframework.io/arch.* and os.* labels),
+// and its manager's node affinity admits exactly those nodes.
+func TestTheCSVNamesThePlatformsBuilt(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "bundle", "manifests", "cloudspace-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var csv struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Install struct {
+				Spec struct {
+					Deployments []struct {
+						Spec appsv1.DeploymentSpec `json:"spec"`
+					} `json:"deployments"`
+				} `json:"spec"`
+			} `json:"install"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &csv); err != nil {
+		t.Fatal(err)
+	}
+	var labelled []string
+	for k, v := range csv.Metadata.Labels {
+		if arch, ok := strings.CutPrefix(k, "operatorframework.io/arch."); ok && v == "supported" {
+			labelled = append(labelled, arch)
+		}
+	}
+	slices.Sort(labelled)
+	if !slices.Equal(labelled, multiArch) || csv.Metadata.Labels["operatorframework.io/os.linux"] != "supported" {
+		t.Errorf("the CSV's platform labels: arch %v, os.linux %q; want arch %v, os.linux supported", labelled, csv.Metadata.Labels["operatorframework.io/os.linux"], multiArch)
+	}
+	if len(csv.Spec.Install.Spec.Deployments) != 1 {
+		t.Fatalf("%d deployments in the CSV, want 1", len(csv.Spec.Install.Spec.Deployments))
+	}
+	want := []corev1.NodeSelectorRequirement{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: multiArch},
+		{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+	}
+	aff := csv.Spec.Install.Spec.Deployments[0].Spec.Template.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		len(aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != 1 ||
+		!cmp.Equal(aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions, want) {
+		t.Errorf("the manager's node affinity: %+v; want one term: %+v", aff, want)
+	}
 }

@@ -1,8 +1,10 @@
 package images
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -76,7 +78,7 @@ const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 // replaces the pod.
 func operator(version string) Recipe {
 	return Recipe{
-		Repo: OperatorRepo, Tag: "v" + version, Set: Product,
+		Repo: OperatorRepo, Tag: "v" + version, Set: Product, Arches: multiArch,
 		Dockerfile: "Dockerfile", DockerfileArgs: map[string]string{"VERSION": version},
 		Config: oci.Config{
 			Entrypoint: []string{"/manager"}, User: operatorUser, WorkingDir: "/opt/cloudspace",
@@ -150,12 +152,18 @@ func testDaemon(tag string) Recipe {
 }
 
 // rootfsImage is an image whose one layer is the root filesystem dir/rootfs.sh builds from
-// Debian's packages; dir/check (when named) must pass on it before it is kept.
+// Debian's packages for each architecture; dir/check (when named) must pass on it before it is
+// kept.
 func rootfsImage(repo, tag, dir, check string, cfg oci.Config) Recipe {
 	return Recipe{
-		Repo: repo, Tag: tag, Set: Product, Dockerfile: dir + "/Dockerfile", Config: cfg,
+		Repo: repo, Tag: tag, Set: Product, Dockerfile: dir + "/Dockerfile", Config: cfg, Arches: multiArch,
 		Layers: func(b *Builder) ([]v1.Layer, error) {
-			tar, err := b.cached(dir, "rootfs.tar", b.script(dir, "rootfs.sh"), b.script(dir, check))
+			// amd64's file keeps the name it had before there were others.
+			file := "rootfs.tar"
+			if b.arch() != oci.Amd64 {
+				file = "rootfs-" + b.arch() + ".tar"
+			}
+			tar, err := b.cached(dir, file, b.script(dir, "rootfs.sh", b.arch()), b.script(dir, check, b.arch()))
 			if err != nil {
 				return nil, err
 			}
@@ -166,10 +174,12 @@ func rootfsImage(repo, tag, dir, check string, cfg oci.Config) Recipe {
 }
 
 // disk is the default VM disk, a Debian cloud-init guest, as a container disk: /disk/disk.qcow2
-// owned by the qemu user (107), as KubeVirt's containerDisk convention has it.
+// owned by the qemu user (107), as KubeVirt's containerDisk convention has it. The guest is
+// x86-64 on every platform, one layer for all: the launcher runs it on an arm64 node too, under
+// software emulation (KubeVirt, whose QEMU is the node's own architecture's, cannot).
 func disk() Recipe {
 	return Recipe{
-		Repo: DiskRepo, Tag: diskTag, Set: Product, Dockerfile: "images/vm-disk/Dockerfile",
+		Repo: DiskRepo, Tag: diskTag, Set: Product, Dockerfile: "images/vm-disk/Dockerfile", Arches: multiArch,
 		Layers: func(b *Builder) ([]v1.Layer, error) {
 			// build.sh writes the disk into a directory of its own; test.sh boots it with the
 			// launcher (software emulation), logs in over SSH with a cloud-init key and powers
@@ -178,7 +188,7 @@ func disk() Recipe {
 				return exec.Command("sh", "-c", `d=$(mktemp -d) && sh "$1" "$d" && mv "$d/disk.qcow2" "$2" && rm -rf "$d"`,
 					"sh", filepath.Join(b.Repo, "images/vm-disk/build.sh"), out)
 			}
-			qcow2, err := b.cached("images/vm-disk", "disk.qcow2", build, b.script("images/vm-disk", "test.sh"))
+			qcow2, err := b.cached("images/vm-disk", "disk.qcow2", build, b.script("images/vm-disk", "test.sh", runtime.GOARCH))
 			if err != nil {
 				return nil, err
 			}
@@ -187,12 +197,17 @@ func disk() Recipe {
 	}
 }
 
-// script is the command that runs dir/name on a file, nil when name is empty.
-func (b *Builder) script(dir, name string) func(file string) *exec.Cmd {
+// script is the command that runs dir/name on a file for arch (Debian's names are Go's for
+// the architectures built), nil when name is empty. ARCH tells the script; for an
+// architecture other than the host's it runs under hack/emulate.sh, which runs that
+// architecture's programs.
+func (b *Builder) script(dir, name, arch string) func(file string) *exec.Cmd {
 	if name == "" {
 		return nil
 	}
 	return func(file string) *exec.Cmd {
-		return exec.Command("sh", filepath.Join(b.Repo, dir, name), file)
+		cmd := exec.Command(filepath.Join(b.Repo, "hack", "emulate.sh"), arch, "sh", filepath.Join(b.Repo, dir, name), file)
+		cmd.Env = append(os.Environ(), "ARCH="+arch)
+		return cmd
 	}
 }

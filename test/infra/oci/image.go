@@ -101,6 +101,12 @@ func ConfigOf(img v1.Image) (Config, error) {
 
 // Size is the bytes a registry stores for an image: its manifest, config and compressed layers.
 func Size(img v1.Image) (int64, error) {
+	return blobsSize(img, map[v1.Hash]bool{})
+}
+
+// blobsSize is img's manifest and those of its config and layers not in stored, which it adds
+// to stored: a registry keeps each blob once, whichever images share it.
+func blobsSize(img v1.Image, stored map[v1.Hash]bool) (int64, error) {
 	m, err := img.Manifest()
 	if err != nil {
 		return 0, err
@@ -109,9 +115,12 @@ func Size(img v1.Image) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	total := int64(len(raw)) + m.Config.Size
-	for _, l := range m.Layers {
-		total += l.Size
+	total := int64(len(raw))
+	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+		if !stored[d.Digest] {
+			stored[d.Digest] = true
+			total += d.Size
+		}
 	}
 	return total, nil
 }
@@ -133,7 +142,8 @@ func Index(imgs ...v1.Image) (v1.ImageIndex, error) {
 	return mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...), nil
 }
 
-// IndexSize is the bytes a registry stores for an index: its manifest and each image's.
+// IndexSize is the bytes a registry stores for an index: its manifest and each image's, a blob
+// the images share (the VM disk's one layer) counted once.
 func IndexSize(idx v1.ImageIndex) (int64, error) {
 	raw, err := idx.RawManifest()
 	if err != nil {
@@ -143,13 +153,13 @@ func IndexSize(idx v1.ImageIndex) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	total := int64(len(raw))
+	total, stored := int64(len(raw)), map[v1.Hash]bool{}
 	for _, d := range m.Manifests {
 		img, err := idx.Image(d.Digest)
 		if err != nil {
 			return 0, err
 		}
-		size, err := Size(img)
+		size, err := blobsSize(img, stored)
 		if err != nil {
 			return 0, err
 		}

@@ -219,3 +219,45 @@ func TestParseDockerfileStageFromStage(t *testing.T) {
 		t.Fatalf("got %+v, want the base stage's user and the port", got)
 	}
 }
+
+// TestIndexSizeCountsASharedLayerOnce: a registry stores a blob once, so an index whose
+// images share a layer (the VM disk's, the same for every platform) costs it once.
+func TestIndexSizeCountsASharedLayerOnce(t *testing.T) {
+	layer, err := Layer([]Entry{Bytes("/disk/disk.qcow2", bytes.Repeat([]byte("guest"), 1<<16), 0o644)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layerSize, err := layer.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var imgs []v1.Image
+	var alone int64
+	for _, arch := range []string{Amd64, "arm64"} {
+		img, err := ImageFor(arch, Config{}, layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := Size(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone += size
+		imgs = append(imgs, img)
+	}
+	idx, err := Index(imgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := IndexSize(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := idx.RawManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := alone - layerSize + int64(len(raw)); size != want {
+		t.Errorf("index size %d, want %d: both images (%d) with their shared layer (%d) once, and the index", size, want, alone, layerSize)
+	}
+}
