@@ -51,15 +51,16 @@ type idleVerdict struct {
 // was seen since it started, from its start. Each step needs a reading of its activity taken
 // since that step's time that still shows no use (a reading from before, with a session opened
 // since, must not warn of a stop). A stop keeps the warning's word: it comes no earlier than
-// the time the warning gave, and a warning gives the whole warning time, even when the readings
-// were late (measured on the real cluster: a VM whose reading came just after its stop time was
-// warned and stopped in the same second).
+// the time the warning gave, which is always after the warning, so that a reading taken after
+// the warning decides it. A resource whose reading came only after its stop time is warned now
+// and stopped at the next reading that still shows no use (measured on the real cluster: such a
+// VM was warned and stopped in the same second, on the same reading).
 func (p idlePolicy) verdict(own *metav1.Duration, startedAt *metav1.Time, warned *metav1.Time, now time.Time, kept string) idleVerdict {
 	at, warnAt, ok := p.idleTimes(own, startedAt, now)
 	if !ok || now.Before(warnAt) || p.use.Read.Before(warnAt) {
 		return idleVerdict{}
 	}
-	stopAt := latest(at, now.Add(at.Sub(warnAt)))
+	stopAt := latest(at, now.Add(time.Second))
 	if warned != nil {
 		stopAt = latest(at, warned.Time)
 	}

@@ -248,34 +248,31 @@ func TestAChangedSpecStartsCountingAfresh(t *testing.T) {
 	}
 }
 
-// TestALateWarningGivesTheWholeWarning: a VM whose activity reading came only after its stop
-// time (the readings are 30 s apart, the warning 30 s of a 1 m timeout) is warned with the whole
-// warning still ahead, not stopped at the next look a moment later (the warning's own status
-// write brings one), and is stopped once that time has passed and a reading since shows no use.
-func TestALateWarningGivesTheWholeWarning(t *testing.T) {
+// TestALateWarningComesBeforeTheNextReading: a VM whose activity reading came only after its
+// stop time (the readings are 30 s apart, the warning 30 s of a 1 m timeout) is warned, not
+// stopped at the next look a moment later on the same reading (the warning's own status write
+// brings one), and is stopped once a reading taken after the warning still shows no use.
+func TestALateWarningComesBeforeTheNextReading(t *testing.T) {
 	started := metav1.NewTime(t0.Add(-time.Hour))
 	vm := &infrav1alpha1.VirtualMachine{Status: infrav1alpha1.VirtualMachineStatus{Phase: infrav1alpha1.VMRunning, StartedAt: &started}}
 	lastUse := t0.Add(-time.Minute - time.Second)
-	look := func(now time.Time) infrav1alpha1.VirtualMachineStatus {
+	look := func(now, read time.Time) infrav1alpha1.VirtualMachineStatus {
 		p := idlePolicy{timeout: time.Minute, warning: 30 * time.Second, interval: 30 * time.Second,
-			use: activity.Use{Last: lastUse, Read: t0}}
-		if now.Sub(t0) >= 30*time.Second {
-			p.use.Read = now
-		}
+			use: activity.Use{Last: lastUse, Read: read}}
 		st := vm.Status
 		st.IdleStopAt = nil
 		return vmIdleStatus(vm, st, p, now)
 	}
 
-	st := look(t0)
-	if st.IdleStopAt == nil || st.IdleStopAt.Time.Before(t0.Add(29*time.Second)) || st.Phase != infrav1alpha1.VMRunning {
-		t.Fatalf("read a second past its stop time: %s, idle stop %v (%s); want Running, warned of a stop at least 29s ahead", st.Phase, st.IdleStopAt, st.Message)
+	st := look(t0, t0)
+	if st.IdleStopAt == nil || !st.IdleStopAt.After(t0) || st.Phase != infrav1alpha1.VMRunning {
+		t.Fatalf("read a second past its stop time: %s, idle stop %v (%s); want Running, warned of a stop after this reading", st.Phase, st.IdleStopAt, st.Message)
 	}
 	vm.Status = st
-	if st := look(t0.Add(time.Second)); st.Phase != infrav1alpha1.VMRunning || st.IdleStopAt == nil {
-		t.Fatalf("a second after its warning: %s, idle stop %v (%s); want Running, still warned", st.Phase, st.IdleStopAt, st.Message)
+	if st := look(t0.Add(2*time.Second), t0); st.Phase != infrav1alpha1.VMRunning || st.IdleStopAt == nil {
+		t.Fatalf("a look after its warning, no reading since: %s, idle stop %v (%s); want Running, still warned", st.Phase, st.IdleStopAt, st.Message)
 	}
-	if st := look(vm.Status.IdleStopAt.Add(time.Second)); st.Phase != infrav1alpha1.VMStopping || st.StoppedReason != infrav1alpha1.StoppedIdle {
-		t.Fatalf("past the time its warning gave, read since: %s, stopped %q (%s); want Stopping, Idle", st.Phase, st.StoppedReason, st.Message)
+	if st := look(t0.Add(30*time.Second), t0.Add(30*time.Second)); st.Phase != infrav1alpha1.VMStopping || st.StoppedReason != infrav1alpha1.StoppedIdle {
+		t.Fatalf("the next reading, still unused: %s, stopped %q (%s); want Stopping, Idle", st.Phase, st.StoppedReason, st.Message)
 	}
 }

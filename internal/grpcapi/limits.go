@@ -47,6 +47,10 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(apiConnections, apiConnectionsMax, apiRefusals)
+	// Every series from zero, so that Prometheus sees the first refusal as an increase.
+	for _, l := range []string{limitConnections, limitCallsInFlight, limitWrites} {
+		apiRefusals.WithLabelValues(l)
+	}
 }
 
 // limitListener closes a connection over the cap as soon as it is accepted. Waiting instead

@@ -163,3 +163,15 @@ func TestACallersDeadlineGetsTheServersAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalSeriesExistFromTheStart: every limit's and every quota's refusals have a series
+// before any refusal, so that Prometheus sees the first one as an increase (a series that
+// first appears at 1 shows none, and the alerts on them would miss it).
+func TestRefusalSeriesExistFromTheStart(t *testing.T) {
+	if n := testutil.CollectAndCount(apiRefusals); n != 3 {
+		t.Errorf("%d API refusal series, want 3 (connections, calls-in-flight, writes)", n)
+	}
+	if n := testutil.CollectAndCount(quotaRefusals); n != 4 {
+		t.Errorf("%d quota refusal series, want 4 (workspaces, running, retained, storage)", n)
+	}
+}

@@ -131,19 +131,27 @@ func (w *workspaces) quotas(user string, cur usage, key types.NamespacedName, a 
 	}
 	n := func(set map[types.NamespacedName]bool) int64 { return int64(len(set)) }
 	return []quota{
-		{"workspaces", a.workspace, n(cur.workspaces), with(cur.workspaces), int64(w.cfg.Quota.MaxWorkspaces),
+		{quotaWorkspaces, a.workspace, n(cur.workspaces), with(cur.workspaces), int64(w.cfg.Quota.MaxWorkspaces),
 			fmt.Sprintf("user %s has %d workspaces, the most allowed", user, len(cur.workspaces))},
-		{"running", a.running, n(cur.running), with(cur.running), int64(w.cfg.Quota.MaxRunning),
+		{quotaRunning, a.running, n(cur.running), with(cur.running), int64(w.cfg.Quota.MaxRunning),
 			fmt.Sprintf("user %s has %d running workspaces, the most allowed", user, len(cur.running))},
-		{"retained", a.retained, n(cur.kept), with(cur.kept), int64(w.cfg.Quota.MaxRetainedVolumes),
+		{quotaRetained, a.retained, n(cur.kept), with(cur.kept), int64(w.cfg.Quota.MaxRetainedVolumes),
 			fmt.Sprintf("user %s keeps %d volumes, the most allowed; delete one they no longer need", user, len(cur.kept))},
-		{"storage", a.storage > 0 && w.cfg.maxStorage > 0, cur.storageWith(key, 0), cur.storageWith(key, a.storage), w.cfg.maxStorage,
+		{quotaStorage, a.storage > 0 && w.cfg.maxStorage > 0, cur.storageWith(key, 0), cur.storageWith(key, a.storage), w.cfg.maxStorage,
 			fmt.Sprintf("user %s holds %s of volumes; %s more is over their storage budget of %s: delete a workspace or a kept volume they no longer need",
 				user, quantity(cur.storageWith(key, 0)), quantity(a.storage), quantity(w.cfg.maxStorage))},
 	}
 }
 
-// The quota metrics, by quota (workspaces, running, retained, storage), never by user.
+// The quotas, as the metrics name them.
+const (
+	quotaWorkspaces = "workspaces"
+	quotaRunning    = "running"
+	quotaRetained   = "retained"
+	quotaStorage    = "storage"
+)
+
+// The quota metrics, by quota, never by user.
 var (
 	quotaUse = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "cloudspace_quota_use_ratio",
@@ -158,6 +166,10 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(quotaUse, quotaRefusals)
+	// Every series from zero, so that Prometheus sees the first refusal as an increase.
+	for _, q := range []string{quotaWorkspaces, quotaRunning, quotaRetained, quotaStorage} {
+		quotaRefusals.WithLabelValues(q)
+	}
 }
 
 // readUsage reads the user's usage from the API server unless it was read while this Lease

@@ -10,35 +10,19 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
 )
 
-// rule is one alerting rule of the PrometheusRule.
-type rule struct {
-	Alert       string            `json:"alert"`
-	Annotations map[string]string `json:"annotations"`
-}
-
 // groups reads the PrometheusRule and returns its spec (a promtool rule file) and its alerts.
-func groups(t *testing.T) ([]byte, []rule) {
+func groups(t *testing.T) ([]byte, []framework.AlertingRule) {
 	t.Helper()
 	spec, err := framework.AlertRuleFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Groups []struct {
-			Rules []rule `json:"rules"`
-		} `json:"groups"`
-	}
-	if err := yaml.Unmarshal(spec, &doc); err != nil {
+	rules, err := framework.AlertingRules()
+	if err != nil {
 		t.Fatal(err)
-	}
-	var rules []rule
-	for _, g := range doc.Groups {
-		rules = append(rules, g.Rules...)
 	}
 	if len(rules) == 0 {
 		t.Fatal("the PrometheusRule has no alerts")

@@ -39,3 +39,34 @@ func AlertRuleFile() ([]byte, error) {
 	}
 	return yaml.Marshal(doc["spec"])
 }
+
+// AlertingRule is one alerting rule of the PrometheusRule.
+type AlertingRule struct {
+	Alert       string            `json:"alert"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// AlertingRules are the PrometheusRule's alerting rules, group after group.
+func AlertingRules() ([]AlertingRule, error) {
+	spec, err := AlertRuleFile()
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Groups []struct {
+			Rules []AlertingRule `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(spec, &doc); err != nil {
+		return nil, fmt.Errorf("reading the rules of %s: %w", AlertRulesPath(), err)
+	}
+	var rules []AlertingRule
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				rules = append(rules, r)
+			}
+		}
+	}
+	return rules, nil
+}

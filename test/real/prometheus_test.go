@@ -250,11 +250,11 @@ func checkPrometheusScrapes(t *testing.T, pod *corev1.Pod) prometheusServer {
 
 // checkRulesLoaded: every alerting rule of the PrometheusRule is loaded and evaluates cleanly.
 func checkRulesLoaded(t *testing.T, prom prometheusServer) {
-	file, err := framework.AlertRuleFile()
+	alerting, err := framework.AlertingRules()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Count(string(file), "- alert: ")
+	want := len(alerting)
 	waitFor(t, time.Minute, "the alerting rules evaluated", func(ctx context.Context) error {
 		var rules struct {
 			Groups []struct {
