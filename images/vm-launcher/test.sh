@@ -665,6 +665,9 @@ fi
 # with FAKE_QEMU_STDIN, it reads a line from its input, as the serial console does, and prints
 # it; with FAKE_QEMU_FLOOD=N, it writes N rounds of 5000 bytes to the console's log file (as QEMU
 # does with logappend=on), cloud-init's final message among them, as a guest that prints forever.
+# A round that leaves the log past FAKE_QEMU_FLOOD_LIMIT waits (5 s, once) for the launcher to
+# cut it: the launcher looks every VM_CONSOLE_LOG_CHECK_SECONDS, which a busy machine can stretch,
+# and the writer must not outrun that (measured: a 20000-byte limit cut at 59388 bytes in CI).
 fake=$WORK/bin
 mkdir -p "$fake"
 cat >"$fake/qemu-system-x86_64" <<'EOF'
@@ -696,6 +699,13 @@ if [ -n "${FAKE_QEMU_FLOOD:-}" ]; then
 		printf '%s' "$chunk" >>"$log"
 		[ "$round" -ne 3 ] || printf 'cloud-init[612]: Cloud-init v. 22.4.2 finished at Mon, 24 Nov 2025 20:00:22 +0000. Up 32.00 seconds\r\n' >>"$log"
 		sleep 0.05
+		waited=0
+		while [ "$(stat -c %s "$log")" -gt "${FAKE_QEMU_FLOOD_LIMIT:-999999999}" ]; do
+			# Never cut: flood on, as a guest would (the test sees the log grow).
+			[ "$waited" -lt 100 ] || { FAKE_QEMU_FLOOD_LIMIT= && break; }
+			sleep 0.05
+			waited=$((waited + 1))
+		done
 		round=$((round + 1))
 	done
 	# The launcher's next look at the log.
@@ -832,7 +842,7 @@ run_launcher FAKE_QEMU_EXIT=0 >/dev/null
 check "console log: previous run's removed" absent "$([ -s "$VM_RUN_DIR/console.log" ] || [ -e "$VM_RUN_DIR/console.log.1" ] || echo absent)"
 check "console log: previous readiness forgotten" absent "$([ -e "$VM_RUN_DIR/cloud-init-finished" ] || echo absent)"
 rm -f "$VM_RUN_DIR"/console.log* "$VM_RUN_DIR/cloud-init-finished"
-got=$(run_launcher FAKE_QEMU_EXIT=0 FAKE_QEMU_FLOOD=40 VM_CONSOLE_LOG_MAX_BYTES=20000 VM_CONSOLE_LOG_CHECK_SECONDS=0.1)
+got=$(run_launcher FAKE_QEMU_EXIT=0 FAKE_QEMU_FLOOD=40 FAKE_QEMU_FLOOD_LIMIT=20000 VM_CONSOLE_LOG_MAX_BYTES=20000 VM_CONSOLE_LOG_CHECK_SECONDS=0.1)
 check "console log flood: launcher exit" 0 "$got"
 size=$(stat -c %s "$VM_RUN_DIR/console.log" 2>/dev/null) || size=missing
 check "console log flood: log bounded (200000 bytes written)" yes "$([ "$size" != missing ] && [ "$size" -le 40000 ] && echo yes || echo "$size bytes")"
