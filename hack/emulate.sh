@@ -5,12 +5,13 @@
 #   hack/emulate.sh ARCH CMD...     ARCH is Debian's name (arm64); the host's runs CMD as it is
 #
 # CMD runs as root in a user namespace of its own that maps every id to itself, with its own
-# mount and PID namespaces (not its own network: packages are downloaded; so mmdebstrap, which
-# cannot mount a /sys there, says so, and goes on: nothing these builds run reads it). Linux (6.7 and later) gives such a namespace a binfmt_misc instance
+# mount and PID namespaces. Linux (6.7 and later) gives such a namespace a binfmt_misc instance
 # of its own: QEMU's user-mode emulator for ARCH is registered there alone, and the registration
 # ends with the namespace. The emulator is Debian's qemu-user-static, downloaded with apt and
 # unpacked into a cache (${XDG_CACHE_HOME:-~/.cache}/cloudspace-operator/qemu-user), never
-# installed: its package would register it with the host's binfmt_misc.
+# installed: its package would register it with the host's binfmt_misc. The network is the
+# host's (packages are downloaded), so mmdebstrap cannot mount a /sys there: it says so and goes
+# on, and nothing these builds run reads it.
 set -eu
 die() { echo "emulate.sh: $*" >&2; exit 1; }
 [ $# -ge 2 ] || die "usage: hack/emulate.sh ARCH CMD..."

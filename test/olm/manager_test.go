@@ -87,8 +87,8 @@ func runInstalledManager(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVers
 
 // containerEnv resolves the container's env as the kubelet does for the pod of dep: values as
 // they are, field references from the pod's metadata (the Deployment's template, where OLM puts
-// the olm.targetNamespaces annotation WATCH_NAMESPACE reads), resource references from the
-// container's resources (MEMORY_LIMIT).
+// the olm.targetNamespaces annotation WATCH_NAMESPACE reads; no name, as there is no pod),
+// resource references from the container's resources (MEMORY_LIMIT).
 func containerEnv(c corev1.Container, dep *appsv1.Deployment) ([]string, error) {
 	var out []string
 	for _, e := range c.Env {
@@ -115,8 +115,13 @@ func containerEnv(c corev1.Container, dep *appsv1.Deployment) ([]string, error) 
 var annotationPath = regexp.MustCompile(`^metadata\.annotations\['([^']+)'\]$`)
 
 func fieldValue(path string, dep *appsv1.Deployment) (string, error) {
-	if path == "metadata.namespace" {
+	switch path {
+	case "metadata.namespace":
 		return dep.Namespace, nil
+	case "metadata.name":
+		// The manager runs here as a process, in no pod: it has no pod's name, and the alerting
+		// rules' installer, which needs one, stays off (app.SetupAlerts).
+		return "", nil
 	}
 	if m := annotationPath.FindStringSubmatch(path); m != nil {
 		v, ok := dep.Spec.Template.Annotations[m[1]]
