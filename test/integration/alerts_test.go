@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cloudspace-dev/cloudspace-operator/internal/alerts"
 	"github.com/cloudspace-dev/cloudspace-operator/test/framework"
@@ -207,11 +206,11 @@ func ruleBytes(t *testing.T) []byte {
 // ruleFile is config/prometheus's PrometheusRule.
 func ruleFile(t *testing.T) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(ruleBytes(t), &u.Object); err != nil {
+	doc, err := framework.AlertRule()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return u
+	return &unstructured.Unstructured{Object: doc}
 }
 
 // prometheusRule is an empty PrometheusRule named name in ns, to read or create.
