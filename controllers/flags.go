@@ -89,7 +89,7 @@ func (c *VMConfig) BindFlags(fs *flag.FlagSet) {
 		"Extended resource a device plugin grants /dev/kvm with; empty runs guests in software emulation.")
 	fs.Int64Var(&c.MaxCPU, "vm-max-cpu", c.MaxCPU, "The most CPUs one VirtualMachine may have.")
 	quantityFlag(fs, &c.MaxMemory, "vm-max-memory", "The most memory one VirtualMachine may have.")
-	quantityFlag(fs, &c.MaxDisk, "vm-max-disk", "The largest disk one VirtualMachine may have.")
+	quantityFlag(fs, &c.MaxDisk, "vm-max-disk", "The largest volume one VirtualMachine may have: its data disk, and its Persistent root disk, each.")
 	fs.IntVar(&c.MaxFailedStarts, "vm-max-failed-starts", c.MaxFailedStarts,
 		"Failed starts (the launcher exits with a failure before the guest answers) after which the operator stops a VM, keeping its disk; 0 never stops one.")
 	fs.DurationVar(&c.IdleTimeout, "vm-idle-timeout", c.IdleTimeout,
@@ -97,7 +97,7 @@ func (c *VMConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleWarning, "vm-idle-warning", c.IdleWarning,
 		"How long before an idle stop the VM says so (status.idleStopAt, an IdleWarning event); at most half the idle timeout.")
 	quantityFlag(fs, &c.BootDiskLimit, "vm-boot-disk-limit",
-		"The most a VM's boot disk copy may grow to in its launcher pod (the guest writes its root filesystem there); the kubelet evicts the pod beyond it.")
+		"The most an Ephemeral root disk's copy may grow to in a VM's launcher pod (the guest writes its root filesystem there); the kubelet evicts the pod beyond it.")
 }
 
 // BindFlags registers the --genericdaemon-* flags, which hand out what a daemon may ask for.

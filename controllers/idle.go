@@ -45,8 +45,8 @@ type idleVerdict struct {
 }
 
 // verdict applies the idle policy to a running resource whose spec asks for own, running since
-// startedAt, and warned by its last status that it stops at warned (nil: not warned); kept is
-// what a stop keeps ("storage", "disk"). Unused for its timeout, it is to stop; within the
+// startedAt, and warned by its last status that it stops at warned (nil: not warned); kept says
+// what a stop keeps ("the storage is kept"). Unused for its timeout, it is to stop; within the
 // warning before that, stopAt says when. Its idle time counts from its last use or, when none
 // was seen since it started, from its start. Each step needs a reading of its activity taken
 // since that step's time that still shows no use (a reading from before, with a session opened
@@ -66,10 +66,10 @@ func (p idlePolicy) verdict(own *metav1.Duration, startedAt *metav1.Time, warned
 	}
 	if warned == nil || now.Before(stopAt) || p.use.Read.Before(stopAt) {
 		t := metav1.NewTime(stopAt.Truncate(time.Second))
-		return idleVerdict{stopAt: &t, message: fmt.Sprintf("unused since %s: stops at %s, its %s kept, unless used before",
+		return idleVerdict{stopAt: &t, message: fmt.Sprintf("unused since %s: stops at %s unless used before; %s",
 			at.Add(-p.timeoutFor(own)).UTC().Format(time.RFC3339), t.UTC().Format(time.RFC3339), kept)}
 	}
-	return idleVerdict{stop: true, message: fmt.Sprintf("stopped after %s unused; the %s is kept", p.timeoutFor(own), kept)}
+	return idleVerdict{stop: true, message: fmt.Sprintf("stopped after %s unused; %s", p.timeoutFor(own), kept)}
 }
 
 // idleTimes are when a running resource is to be stopped for being unused and warned of it;

@@ -35,12 +35,13 @@ type VMConfig struct {
 	// advertises KubeVirt's resource: asking for that resource by default left every launcher
 	// pod unschedulable on a real node.
 	KVMResource string
-	// MaxCPU, MaxMemory and MaxDisk are the most one VM may have.
+	// MaxCPU, MaxMemory and MaxDisk are the most one VM may have (MaxDisk for each of its
+	// volumes: the data disk and the Persistent root disk).
 	MaxCPU    int64
 	MaxMemory resource.Quantity
 	MaxDisk   resource.Quantity
-	// BootDiskLimit is the most the boot disk's copy in the launcher pod may grow to (the
-	// guest writes its root filesystem there); the kubelet evicts a pod beyond it.
+	// BootDiskLimit is the most an Ephemeral root disk's copy in the launcher pod may grow to
+	// (the guest writes its root filesystem there); the kubelet evicts a pod beyond it.
 	BootDiskLimit resource.Quantity
 	// MaxFailedStarts is how many times the launcher may fail (exit with a failure, not the
 	// guest's power-off) before the guest first answers, in one start, before the operator
@@ -124,9 +125,12 @@ func (c VMConfig) Default(vm *infrav1alpha1.VirtualMachine) {
 	s.RunStrategy = orDefault(s.RunStrategy, infrav1alpha1.RunAlways)
 	s.Firmware = orDefault(s.Firmware, infrav1alpha1.FirmwareBIOS)
 	s.Backend = orDefault(s.Backend, infrav1alpha1.BackendAuto)
-	if s.Disk.Size == nil {
-		s.Disk.Size = ptr.To(resource.MustParse(defaultVMDisk))
+	for _, v := range []*infrav1alpha1.VMVolume{&s.Disk.VMVolume, &s.RootDisk.VMVolume} {
+		if v.Size == nil {
+			v.Size = ptr.To(resource.MustParse(defaultVMDisk))
+		}
 	}
+	s.RootDisk.Persistence = orDefault(s.RootDisk.Persistence, infrav1alpha1.RootDiskPersistent)
 	s.Disk.ReclaimPolicy = orDefault(s.Disk.ReclaimPolicy, infrav1alpha1.ReclaimDelete)
 	if len(s.Ports) == 0 {
 		s.Ports = []infrav1alpha1.VMPort{{Name: "ssh", Port: 22, Protocol: "TCP"}}
@@ -150,6 +154,7 @@ func (c VMConfig) Validate(vm, old *infrav1alpha1.VirtualMachine) field.ErrorLis
 	}
 	errs = append(errs, c.checkMax(spec.Child("memory"), vm.Spec.Memory, c.MaxMemory, old == nil || !sameQuantity(old.Spec.Memory, vm.Spec.Memory))...)
 	errs = append(errs, c.checkMax(spec.Child("disk", "size"), vm.Spec.Disk.Size, c.MaxDisk, old == nil || !sameQuantity(old.Spec.Disk.Size, vm.Spec.Disk.Size))...)
+	errs = append(errs, c.checkMax(spec.Child("rootDisk", "size"), vm.Spec.RootDisk.Size, c.MaxDisk, old == nil || !sameQuantity(old.Spec.RootDisk.Size, vm.Spec.RootDisk.Size))...)
 	if _, err := reference.ParseNormalizedNamed(vm.Spec.Image); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("image"), vm.Spec.Image, "not an image reference: "+err.Error()))
 	}

@@ -158,7 +158,7 @@ func vmIdleStatus(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMach
 	if st.Phase != infrav1alpha1.VMRunning {
 		return st
 	}
-	v := p.verdict(vm.Spec.IdleTimeout, st.StartedAt, vm.Status.IdleStopAt, now, "disk")
+	v := p.verdict(vm.Spec.IdleTimeout, st.StartedAt, vm.Status.IdleStopAt, now, vmKept(vm.Spec))
 	switch {
 	case v.stop:
 		st.Phase, st.StoppedReason, st.Message = infrav1alpha1.VMStopping, infrav1alpha1.StoppedIdle, v.message

@@ -35,9 +35,9 @@ func TestVMIdleStatus(t *testing.T) {
 	}{
 		{name: "an SSH session open (used now)", st: running, pol: pol(0, time.Second), phase: infrav1alpha1.VMRunning, warned: false},
 		{name: "in the warning", st: running, pol: pol(27*time.Minute, time.Second), phase: infrav1alpha1.VMRunning, warned: true,
-			msg: "its disk kept"},
+			msg: "root and data disks are kept"},
 		{name: "unused for the timeout, warned before", st: warned, pol: pol(31*time.Minute, time.Second), phase: infrav1alpha1.VMStopping,
-			stopped: infrav1alpha1.StoppedIdle, warned: false, msg: "stopped after 30m0s unused; the disk is kept"},
+			stopped: infrav1alpha1.StoppedIdle, warned: false, msg: "stopped after 30m0s unused; the root and data disks are kept"},
 		{name: "unused for the timeout, never warned: warned first", st: running, pol: pol(31*time.Minute, time.Second),
 			phase: infrav1alpha1.VMRunning, warned: true, msg: "stops at"},
 		{name: "in the warning, an SSH session opened since the last reading", st: running, pol: pol(27*time.Minute, 3*time.Minute),
@@ -67,7 +67,7 @@ func TestAVMStoppedByTheOperatorStaysStoppedUntilItsSpecChanges(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Generation: 3},
 		Spec:       infrav1alpha1.VirtualMachineSpec{RunStrategy: infrav1alpha1.RunAlways},
 		Status: infrav1alpha1.VirtualMachineStatus{ObservedGeneration: 3, Backend: infrav1alpha1.BackendPod, Phase: infrav1alpha1.VMStopping,
-			StoppedReason: infrav1alpha1.StoppedIdle, Message: "stopped after 30m0s unused; the disk is kept"},
+			StoppedReason: infrav1alpha1.StoppedIdle, Message: "stopped after 30m0s unused; the root and data disks are kept"},
 	}
 	if got := runStrategy(vm); got != infrav1alpha1.RunHalted {
 		t.Errorf("rendered with run strategy %s, want Halted", got)
@@ -216,7 +216,7 @@ func TestVMFailedStarts(t *testing.T) {
 			if st.FailedStarts != tc.want || (st.StoppedReason == infrav1alpha1.StoppedStartFailed) != tc.stopped || failure.reason != tc.wantReason {
 				t.Errorf("failedStarts %d, stopped %q, failure %+v; want %d, stopped %v, reason %q", st.FailedStarts, st.StoppedReason, failure, tc.want, tc.stopped, tc.wantReason)
 			}
-			if tc.stopped && (st.Phase != infrav1alpha1.VMStopping || !strings.Contains(st.Message, "stopped after 3 failed starts; the disk is kept: ") || !strings.Contains(st.Message, "exit")) {
+			if tc.stopped && (st.Phase != infrav1alpha1.VMStopping || !strings.Contains(st.Message, "stopped after 3 failed starts; the root and data disks are kept: ") || !strings.Contains(st.Message, "exit")) {
 				t.Errorf("stopped: %s, %q; want Stopping, saying why and the last failure", st.Phase, st.Message)
 			}
 		})

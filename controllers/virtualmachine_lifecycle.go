@@ -85,6 +85,8 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 		"firmware":    string(s.Firmware),
 		"cpuModel":    s.CPUModel,
 		"disk":        map[string]any{"size": s.Disk.Size.String(), "storageClassName": deref(s.Disk.StorageClassName)},
+		"rootDisk": map[string]any{"persistent": s.RootDisk.Persistence == infrav1alpha1.RootDiskPersistent,
+			"size": s.RootDisk.Size.String(), "storageClassName": deref(s.RootDisk.StorageClassName)},
 		"cloudInit": map[string]any{"userData": userData,
 			"metaData": fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", vm.UID, vm.Name)},
 		"ports":                      ports,

@@ -97,7 +97,7 @@ func vmStatus(vm *infrav1alpha1.VirtualMachine, applied bool, kv *unstructured.U
 		st, failure = stoppedVMStatus(vm, st, pods)
 	default:
 		st.Restarts, failure = podProblems(pods)
-		st.Phase, st.Message = podPhase(vm.Spec.RunStrategy, pods)
+		st.Phase, st.Message = podPhase(vm.Spec, pods)
 		if failure.message != "" && st.Phase != infrav1alpha1.VMStopping {
 			st.Phase, st.Message = infrav1alpha1.VMFailed, "the launcher is failing: "+failure.message
 		}
@@ -176,7 +176,7 @@ func vmFailedStarts(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMa
 		return st, failure
 	}
 	st.Phase, st.Status, st.StoppedReason = infrav1alpha1.VMStopping, string(infrav1alpha1.VMStopping), infrav1alpha1.StoppedStartFailed
-	st.Message = fmt.Sprintf("stopped after %d failed starts; the disk is kept: %s", st.FailedStarts, cmp.Or(failure.message, last, st.Message))
+	st.Message = fmt.Sprintf("stopped after %d failed starts; %s: %s", st.FailedStarts, vmKept(vm.Spec), cmp.Or(failure.message, last, st.Message))
 	return st, problem{reason: infrav1alpha1.ReasonStartFailed, message: st.Message}
 }
 
@@ -211,10 +211,10 @@ func lastFailure(pods []corev1.Pod) string {
 
 // podPhase reads the launcher pod: the run strategy is the kubelet's restart policy, so a pod
 // that has ended is a guest that stays stopped (Succeeded: powered off) or failed.
-func podPhase(strategy infrav1alpha1.RunStrategy, pods []corev1.Pod) (infrav1alpha1.VirtualMachinePhase, string) {
+func podPhase(spec infrav1alpha1.VirtualMachineSpec, pods []corev1.Pod) (infrav1alpha1.VirtualMachinePhase, string) {
 	if len(pods) == 0 {
-		if strategy == infrav1alpha1.RunHalted {
-			return infrav1alpha1.VMStopped, "halted; the disk is kept"
+		if spec.RunStrategy == infrav1alpha1.RunHalted {
+			return infrav1alpha1.VMStopped, "halted; " + vmKept(spec)
 		}
 		return infrav1alpha1.VMPending, "waiting for the launcher pod"
 	}
@@ -286,4 +286,13 @@ func kubeVirtPhase(kv *unstructured.Unstructured) (infrav1alpha1.VirtualMachineP
 		return phase, "KubeVirt: " + printable
 	}
 	return infrav1alpha1.VMPending, "waiting for KubeVirt to report the VM"
+}
+
+// vmKept says what a stopped VM keeps, as its status and events tell the user: no more than the
+// chart keeps (an Ephemeral root disk is the container disk's copy, gone with the pod).
+func vmKept(spec infrav1alpha1.VirtualMachineSpec) string {
+	if spec.RootDisk.Persistence == infrav1alpha1.RootDiskEphemeral {
+		return "the data disk is kept (the Ephemeral root disk starts afresh)"
+	}
+	return "the root and data disks are kept"
 }

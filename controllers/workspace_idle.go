@@ -90,7 +90,7 @@ func (r ideActivity) read(ctx context.Context, ws *infrav1alpha1.Workspace) {
 // it is stopped (StoppedIdle), its storage kept; within the warning before that,
 // status.idleStopAt and the message say when.
 func idleStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatus, p idlePolicy, now time.Time) infrav1alpha1.WorkspaceStatus {
-	v := p.verdict(ws.Spec.IdleTimeout, st.StartedAt, ws.Status.IdleStopAt, now, "storage")
+	v := p.verdict(ws.Spec.IdleTimeout, st.StartedAt, ws.Status.IdleStopAt, now, workspaceKept)
 	switch {
 	case v.stop:
 		st.Phase, st.StoppedReason, st.Message = infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedIdle, v.message

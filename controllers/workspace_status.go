@@ -15,6 +15,9 @@ import (
 	"github.com/cloudspace-dev/cloudspace-operator/internal/workspace"
 )
 
+// workspaceKept says what a stopped workspace keeps.
+const workspaceKept = "the storage is kept"
+
 // Status computes the phase and the IDE's whereabouts from its pod; an IDE failing to start is
 // Degraded with the reason (a crash loop, an image that cannot be pulled, a timeout).
 func (l WorkspaceLifecycle) Status(obj *unstructured.Unstructured, observed engine.Observed) (engine.StatusResult, error) {
@@ -77,7 +80,7 @@ func workspaceStatus(ws *infrav1alpha1.Workspace, pods []corev1.Pod, pol policy,
 	live := livePods(pods)
 	switch {
 	case !ws.Spec.WantsRunning():
-		st.Phase, st.Message = stoppedPhase(live), "stopped; the storage is kept"
+		st.Phase, st.Message = stoppedPhase(live), "stopped; "+workspaceKept
 		if st.Phase == infrav1alpha1.WorkspaceStopping {
 			st.Message = "waiting for the IDE pod to exit"
 		}
@@ -138,7 +141,7 @@ func startingStatus(ws *infrav1alpha1.Workspace, st infrav1alpha1.WorkspaceStatu
 			last = st.Message
 		}
 		st.Phase, st.StoppedReason = infrav1alpha1.WorkspaceStopping, infrav1alpha1.StoppedStartFailed
-		st.Message = fmt.Sprintf("stopped after %d failed starts; the storage is kept: %s", st.FailedStarts, last)
+		st.Message = fmt.Sprintf("stopped after %d failed starts; %s: %s", st.FailedStarts, workspaceKept, last)
 		return st, problem{reason: infrav1alpha1.ReasonStartFailed, message: st.Message}
 	case failure.reason != "":
 		st.Phase, st.Message = infrav1alpha1.WorkspaceFailed, failure.message

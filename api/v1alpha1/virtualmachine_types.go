@@ -22,7 +22,7 @@ const (
 	VMRunning VirtualMachinePhase = "Running"
 	// VMStopping: the guest was asked to shut down and has spec.shutdownGracePeriod to do so.
 	VMStopping VirtualMachinePhase = "Stopping"
-	// VMStopped: no guest runs; the disk is kept.
+	// VMStopped: no guest runs; its volumes are kept (the data disk, and a Persistent root disk).
 	VMStopped VirtualMachinePhase = "Stopped"
 	// VMFailed: the guest exited with an error and the run strategy does not restart it, or
 	// its launcher keeps failing (a crash loop, an image that cannot be pulled); status.message
@@ -37,7 +37,7 @@ type RunStrategy string
 const (
 	// RunAlways keeps the VM running: it is restarted whenever it stops, for whatever reason.
 	RunAlways RunStrategy = "Always"
-	// RunHalted keeps the VM stopped; its disk is kept.
+	// RunHalted keeps the VM stopped; its volumes are kept.
 	RunHalted RunStrategy = "Halted"
 	// RunRerunOnFailure restarts the VM when it fails, not when the guest shuts down cleanly.
 	RunRerunOnFailure RunStrategy = "RerunOnFailure"
@@ -72,10 +72,10 @@ const (
 	FirmwareUEFI VMFirmware = "UEFI"
 )
 
-// VMDisk is the VM's persistent disk: a PersistentVolumeClaim attached as the second disk,
-// kept while the VM is stopped.
-type VMDisk struct {
-	// Size of the disk (at most 64 characters). It may grow (if the storage class allows) but
+// VMVolume is a disk of the VM held on a PersistentVolumeClaim of its own.
+type VMVolume struct {
+	// Size of the volume's claim (at most 64 characters); the disk on it takes 95% (the
+	// filesystem under it takes its share). It may grow (if the storage class allows) but
 	// never shrink.
 	// +kubebuilder:default="10Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity"
@@ -88,11 +88,48 @@ type VMDisk struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
-	// ReclaimPolicy: Delete (default) removes the disk with the VM; Retain keeps it, owned by
-	// no one, for a later VM of the same name to adopt.
+}
+
+// VMDisk is the VM's data disk: the guest's second disk, on a claim kept while the VM is
+// stopped.
+type VMDisk struct {
+	VMVolume `json:",inline"`
+	// ReclaimPolicy: Delete (default) removes the VM's volumes (this disk's and a Persistent
+	// root disk's) with the VM; Retain keeps them, owned by no one, for a later VM of the same
+	// name to adopt.
 	// +kubebuilder:default=Delete
 	// +optional
 	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// RootDiskPersistence says whether what the guest writes to its root disk outlives its start.
+// +kubebuilder:validation:Enum=Persistent;Ephemeral
+type RootDiskPersistence string
+
+const (
+	// RootDiskPersistent imports spec.image once into a volume of the VM's own (the claim
+	// <name>-root), and boots from it ever after: the guest's root filesystem (its users' homes,
+	// the packages installed) is kept across stops, idle stops, restarts and drains, like
+	// KubeVirt's DataVolumes. A later change of spec.image does not touch it.
+	RootDiskPersistent RootDiskPersistence = "Persistent"
+	// RootDiskEphemeral copies spec.image afresh at every start (KubeVirt's containerDisk):
+	// nothing the guest writes to its root disk outlives the start; only spec.disk keeps data.
+	RootDiskEphemeral RootDiskPersistence = "Ephemeral"
+)
+
+// VMRootDisk is the disk the guest boots from, made from spec.image.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.persistence) || oldSelf.persistence != 'Persistent' || self.persistence == 'Persistent'",message="a Persistent root disk cannot become Ephemeral: that would delete it, and everything the guest wrote to it"
+type VMRootDisk struct {
+	// Persistence: Persistent (default), the root disk on a volume of the VM's own, imported
+	// once from spec.image and grown to size, never shrunk; or Ephemeral, copied afresh from
+	// spec.image at every start. A Persistent root disk cannot become Ephemeral.
+	// +kubebuilder:default=Persistent
+	// +optional
+	Persistence RootDiskPersistence `json:"persistence,omitempty"`
+	// Size and StorageClassName are the Persistent root disk's volume's: its disk is grown to
+	// 95% of size (an image larger than that is refused), and the guest's cloud-init grows its
+	// root filesystem to match.
+	VMVolume `json:",inline"`
 }
 
 // VMCloudInit configures the guest at first boot (NoCloud).
@@ -152,8 +189,9 @@ type VirtualMachineSpec struct {
 	Memory *resource.Quantity `json:"memory,omitempty"`
 
 	// Image is a container disk: an image holding the VM's boot disk (a qcow2 or raw file
-	// under /disk, as KubeVirt's containerDisk). The boot disk starts afresh from it at every
-	// start; keep data on spec.disk. Defaulted to the operator's --vm-default-image.
+	// under /disk, as KubeVirt's containerDisk), which spec.rootDisk is made from: imported
+	// once (Persistent, the default) or afresh at every start (Ephemeral). Defaulted to the
+	// operator's --vm-default-image.
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s\x00-\x1f\x7f]*$`
 	// +optional
@@ -177,7 +215,12 @@ type VirtualMachineSpec struct {
 	// +optional
 	RunStrategy RunStrategy `json:"runStrategy,omitempty"`
 
-	// Disk is the persistent disk.
+	// RootDisk is the disk the guest boots from: Persistent (default) or Ephemeral.
+	// +kubebuilder:default={}
+	// +optional
+	RootDisk VMRootDisk `json:"rootDisk,omitempty"`
+
+	// Disk is the data disk, the guest's second disk, always persistent.
 	// +kubebuilder:default={}
 	// +optional
 	Disk VMDisk `json:"disk,omitempty"`
@@ -274,7 +317,7 @@ type VirtualMachineStatus struct {
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// StoppedReason, when set, says why the operator stopped a VM whose run strategy asks it to
 	// run: StartFailed, after --vm-max-failed-starts failed starts (Message says what failed),
-	// or Idle, after its idle timeout unused. Its disk is kept; any change to the spec (raising
+	// or Idle, after its idle timeout unused. Its volumes are kept; any change to the spec (raising
 	// spec.startRequests) starts it again.
 	// +optional
 	StoppedReason string `json:"stoppedReason,omitempty"`
@@ -302,7 +345,7 @@ type VirtualMachineStatus struct {
 // deleted.
 //
 // Size: the largest spec the CRD admits is about 51 KiB of JSON (cloud-init 48 KiB: user data
-// 32 KiB and SSH keys 16 KiB; ports 2 KiB; image, CPU model, storage class and quantities
+// 32 KiB and SSH keys 16 KiB; ports 2 KiB; image, CPU model, storage classes and quantities
 // under 2 KiB), so that no tenant's object grows the operator's memory (each object is held
 // several times) beyond that. TestLargestAdmittedSpecsStaySmall (test/integration) measures it.
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || size(self.metadata.name) <= 63",optionalOldSelf=true,message="metadata.name must be at most 63 characters: it is the value of the app.kubernetes.io/instance label of every child, and the name of its Service (a DNS label)"
@@ -315,6 +358,7 @@ type VirtualMachineStatus struct {
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.spec.memory`
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.runStrategy`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Root disk",type=string,JSONPath=`.spec.rootDisk.persistence`,priority=1
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ip`

@@ -375,11 +375,11 @@ check "activity: no mark" 500 "$(status_of "$(run_activity "$good" VM_PROC_NET_D
 check "activity: no table" 500 "$(status_of "$(run_activity "$good" VM_PROC_NET_DIR="$act/none")")"
 check "activity: never says the token" absent "$(grep -rl s3cret "$WORK/activity.err" || echo absent)"
 
-# --- Data disk size: 95% of the claim, capped by what the volume can hold (less 64 MiB).
-check "data disk, free space unknown" 9728 "$(data_disk_target_mib 10240 "" 0)"
-check "data disk, roomy volume" 9728 "$(data_disk_target_mib 10240 100000 0)"
-check "data disk, ext4 reserve" 9336 "$(data_disk_target_mib 10240 9400 0)"
-check "data disk, counts its own blocks" 8936 "$(data_disk_target_mib 10240 5000 4000)"
+# --- A disk's size: 95% of the claim, capped by what the volume can hold (less 64 MiB).
+check "disk size, free space unknown" 9728 "$(disk_target_mib 10240 "" 0)"
+check "disk size, roomy volume" 9728 "$(disk_target_mib 10240 100000 0)"
+check "disk size, ext4 reserve" 9336 "$(disk_target_mib 10240 9400 0)"
+check "disk size, counts its own blocks" 8936 "$(disk_target_mib 10240 5000 4000)"
 
 # --- The boot image in /boot-disk.
 boot=$WORK/boot
@@ -438,6 +438,72 @@ check "data disk grown" 190 "$(size_mib "$disk")"
 prepare_data_disk "$disk" 100Mi 2>/dev/null
 check "data disk never shrunk" 190 "$(size_mib "$disk")"
 check "data disk kept its data" "user data" "$(head -c 9 "$disk")"
+
+# --- Persistent root disk: made once from the container disk's copy in import/ (a qcow2 moved, a
+# raw image converted), grown to 95% of its claim, never shrunk, and checked at every start.
+# raw_head FILE N: the first N bytes of the disk FILE holds, whatever its format.
+raw_head() {
+	qemu-img convert -f "$(probe_format "$1")" -O raw "$1" "$WORK/head.raw" && head -c "$2" "$WORK/head.raw"
+	rm -f "$WORK/head.raw"
+}
+VM_ROOT_DIR=$WORK/root
+ROOT_DIR=$VM_ROOT_DIR
+root=$ROOT_DIR/root.qcow2
+mkdir -p "$ROOT_DIR/import"
+qemu-img create -q -f raw "$ROOT_DIR/import/disk.img" 16M
+printf 'the image' | dd of="$ROOT_DIR/import/disk.img" conv=notrunc 2>/dev/null
+prepare_root_disk "$root" 100Mi 2>/dev/null
+check "root disk: a raw image converted to qcow2" qcow2 "$(probe_format "$root" 2>/dev/null)"
+check "root disk: grown to 95% of its claim" 95 "$(virtual_mib "$root")"
+check "root disk: the image's content" "the image" "$(raw_head "$root" 9)"
+check "root disk: the import's copy removed" gone "$([ -e "$ROOT_DIR/import" ] || echo gone)"
+# The guest writes to its disk (here, through a raw round trip); the next start boots from it.
+qemu-img convert -f qcow2 -O raw "$root" "$WORK/guest.raw"
+printf 'the guest' | dd of="$WORK/guest.raw" conv=notrunc 2>/dev/null
+qemu-img convert -q -f raw -O qcow2 "$WORK/guest.raw" "$root"
+rm -f "$WORK/guest.raw"
+mkdir -p "$ROOT_DIR/import"
+qemu-img create -q -f raw "$ROOT_DIR/import/disk.img" 16M
+prepare_root_disk "$root" 100Mi 2>/dev/null
+check "root disk: kept, not imported again" "the guest" "$(raw_head "$root" 9)"
+rm -rf "$ROOT_DIR/import"
+prepare_root_disk "$root" 200Mi 2>/dev/null
+check "root disk: grown with its claim" 190 "$(virtual_mib "$root")"
+got=$(prepare_root_disk "$root" 100Mi 2>&1) && got=ok
+check "root disk: never shrunk, the size to ask for" "raise spec.rootDisk.size to at least 200Mi" "$(printf '%s' "$got" | grep -o 'raise .*')"
+check "root disk: not shrunk" 190 "$(virtual_mib "$root")"
+check "root disk: still the guest's" "the guest" "$(raw_head "$root" 9)"
+# Changed outside the VM: a raw file in its place, a qcow2 leaning on another file.
+mv "$root" "$WORK/root.keep"
+qemu-img create -q -f raw "$root" 16M
+got=$(prepare_root_disk "$root" 100Mi 2>/dev/null) || got=ERR
+check "root disk: a raw file in its place refused" ERR "$got"
+qemu-img create -q -f qcow2 -b "$WORK/root.keep" -F qcow2 "$root"
+got=$(prepare_root_disk "$root" 300Mi 2>/dev/null) || got=ERR
+check "root disk: a backing file refused" ERR "$got"
+rm -f "$root" "$WORK/root.keep"
+# A qcow2 image is moved, not copied; one larger than the claim allows, or leaning on another
+# file, is refused, and nothing is made from it.
+mkdir -p "$ROOT_DIR/import"
+qemu-img create -q -f qcow2 "$ROOT_DIR/import/disk.qcow2" 16M
+inode=$(stat -c %i "$ROOT_DIR/import/disk.qcow2")
+prepare_root_disk "$root" 100Mi 2>/dev/null
+check "root disk: a qcow2 image moved" "$inode" "$(stat -c %i "$root" 2>/dev/null)"
+rm -f "$root"
+mkdir -p "$ROOT_DIR/import"
+qemu-img create -q -f qcow2 "$ROOT_DIR/import/disk.qcow2" 16M
+got=$(prepare_root_disk "$root" 10Mi 2>&1) && got=ok
+check "root disk: an image larger than its claim" "raise spec.rootDisk.size to at least 17Mi" "$(printf '%s' "$got" | grep -o 'raise .*')"
+rm -rf "$root" "$ROOT_DIR/import"
+mkdir -p "$ROOT_DIR/import"
+cp "$fmt/overlay.qcow2" "$ROOT_DIR/import/"
+got=$(prepare_root_disk "$root" 100Mi 2>/dev/null) || got=ERR
+check "root disk: an image with a backing file refused" ERR "$got"
+check "root disk: nothing made of it" none "$(ls "$ROOT_DIR" | grep root || echo none)"
+qemu-img create -q -f qcow2 -o data_file="$WORK/external.raw" "$fmt/external.qcow2" 16M
+got=$(probe_format "$fmt/external.qcow2" 2>/dev/null) || got=ERR
+check "probe_format refuses an external data file" ERR "$got"
+rm -rf "$ROOT_DIR"
 
 # --- NoCloud seed from the Secret's files, which the kubelet mounts as symlinks.
 ci=$WORK/cloud-init
@@ -892,6 +958,17 @@ got=$(run_launcher FAKE_QEMU_EXIT=0 VM_FIRMWARE=bios VM_OVMF_DIR="$ovmf")
 check "bios: exit" 0 "$got"
 lacks_arg "bios: no flash" "if=pflash"
 rm -f "$vars" "$vars.old"
+
+# --- The persistent root disk in the whole run (VM_ROOT_DISK_SIZE): the guest boots from it.
+mkdir -p "$ROOT_DIR/import"
+qemu-img create -q -f qcow2 "$ROOT_DIR/import/disk.qcow2" 16M
+got=$(run_launcher FAKE_QEMU_EXIT=0 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR")
+check "persistent root disk: exit" 0 "$got"
+has_arg "persistent root disk: booted from" "-drive if=none,id=boot,file=$ROOT_DIR/root.qcow2,format=qcow2,discard=unmap"
+lacks_arg "persistent root disk: not the ephemeral copy" "$boot/z.qcow2"
+check "persistent root disk: the second start boots" 0 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR")"
+check "persistent root disk: too small, refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ROOT_DISK_SIZE=10Mi VM_ROOT_DIR="$ROOT_DIR")"
+rm -rf "$ROOT_DIR"
 
 # --- VM_ACTIVITY_PORT in the whole run: checked before QEMU starts; the endpoint and the count of
 # connections start with QEMU and stop with it, and the guest runs on without them.

@@ -27,7 +27,7 @@ func newVMCommand(g *globals) *cobra.Command {
 "vm start NAME" boots one the operator stopped (for being idle, or after its failed starts) by
 raising its spec.startRequests.`,
 	}
-	cmd.AddCommand(&cobra.Command{Use: "start NAME", Short: "Start a VirtualMachine the operator stopped (its disk is kept)", Args: cobra.ExactArgs(1),
+	cmd.AddCommand(&cobra.Command{Use: "start NAME", Short: "Start a VirtualMachine the operator stopped (its disks are kept)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			vms, err := g.inNamespace(vmResource)
 			if err != nil {

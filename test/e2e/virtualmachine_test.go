@@ -44,8 +44,8 @@ func setRunStrategy(t *testing.T, vm *infrav1alpha1.VirtualMachine, rs infrav1al
 
 // TestVirtualMachineRunStrategies: through the webhooks the operator serves on 127.0.0.1, as
 // under make run: Always runs the VM (node and IP reported); Halted stops it and keeps its
-// disk; Always runs it again on the same disk; delete tears everything down, and with Retain
-// leaves the disk, owned by no one.
+// disks (data and the Persistent root disk); Always runs it again on the same disks; delete
+// tears everything down, and with Retain leaves the disks, owned by no one.
 func TestVirtualMachineRunStrategies(t *testing.T) {
 	ctx := context.Background()
 	ns := "vm-e2e"
@@ -73,19 +73,18 @@ func runStrategies(t *testing.T, vm *infrav1alpha1.VirtualMachine) {
 	if vm.Status.NodeName == "" || vm.Status.IP == "" || vm.Status.Status != "Running" || vm.Status.Backend != infrav1alpha1.BackendPod {
 		t.Errorf("running status %+v: want node, IP, the tutorial's status field and the pod backend", vm.Status)
 	}
-	disk := &corev1.PersistentVolumeClaim{}
-	diskKey := client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-disk"}
-	if err := k8sClient.Get(ctx, diskKey, disk); err != nil {
-		t.Fatal(err)
-	}
+	disks := vmDisks(t, vm)
 	setRunStrategy(t, vm, infrav1alpha1.RunHalted)
 	waitFor(t, time.Minute, "Stopped", vmPhase(vm, infrav1alpha1.VMStopped))
+	if !strings.Contains(vm.Status.Message, "the root and data disks are kept") {
+		t.Errorf("halted: %q, want it to say that both disks are kept", vm.Status.Message)
+	}
 	launcher := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: vm.Namespace, Name: vm.Name + "-launcher"}}
 	waitFor(t, time.Minute, "the launcher pod gone", func(ctx context.Context) error { return absent(ctx, launcher) })
-	sameDisk(t, diskKey, disk.UID)
+	sameDisks(t, disks)
 	setRunStrategy(t, vm, infrav1alpha1.RunAlways)
 	waitFor(t, time.Minute, "Running again", vmPhase(vm, infrav1alpha1.VMRunning))
-	sameDisk(t, diskKey, disk.UID)
+	sameDisks(t, disks)
 
 	if err := k8sClient.Delete(ctx, vm); err != nil {
 		t.Fatal(err)
@@ -100,25 +99,49 @@ func runStrategies(t *testing.T, vm *infrav1alpha1.VirtualMachine) {
 		}
 	}
 	if vm.Spec.Disk.ReclaimPolicy == infrav1alpha1.ReclaimRetain {
-		assertVolumeKept(t, diskKey.Namespace, diskKey.Name)
-		adoptsDisk(t, vm, diskKey, disk.UID)
+		for key := range disks {
+			assertVolumeKept(t, key.Namespace, key.Name)
+		}
+		adoptsDisks(t, vm, disks)
 		return
 	}
-	waitFor(t, time.Minute, "the disk deleted", func(ctx context.Context) error { return absent(ctx, disk) })
+	for key := range disks {
+		waitFor(t, time.Minute, key.Name+" deleted", func(ctx context.Context) error {
+			return absent(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+		})
+	}
 }
 
-// adoptsDisk: a new VM of the same name runs on the disk its predecessor kept, and owns it.
-func adoptsDisk(t *testing.T, old *infrav1alpha1.VirtualMachine, diskKey client.ObjectKey, uid types.UID) {
+// vmDisks are the claims of a VM with a Persistent root disk, its data disk's and its root
+// disk's, by their UIDs.
+func vmDisks(t *testing.T, vm *infrav1alpha1.VirtualMachine) map[client.ObjectKey]types.UID {
+	t.Helper()
+	disks := map[client.ObjectKey]types.UID{}
+	for _, suffix := range []string{"-disk", "-root"} {
+		disk := &corev1.PersistentVolumeClaim{}
+		key := client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + suffix}
+		if err := k8sClient.Get(context.Background(), key, disk); err != nil {
+			t.Fatal(err)
+		}
+		disks[key] = disk.UID
+	}
+	return disks
+}
+
+// adoptsDisks: a new VM of the same name runs on the disks its predecessor kept, and owns them.
+func adoptsDisks(t *testing.T, old *infrav1alpha1.VirtualMachine, disks map[client.ObjectKey]types.UID) {
 	t.Helper()
 	vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name}}
 	if err := k8sClient.Create(context.Background(), vm); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "Running on the kept disk", vmPhase(vm, infrav1alpha1.VMRunning))
-	sameDisk(t, diskKey, uid)
-	disk := &corev1.PersistentVolumeClaim{}
-	if err := k8sClient.Get(context.Background(), diskKey, disk); err != nil || len(disk.OwnerReferences) != 1 || disk.OwnerReferences[0].UID != vm.UID {
-		t.Errorf("the kept disk's owners %+v (%v), want the new VM %s", disk.OwnerReferences, err, vm.UID)
+	waitFor(t, time.Minute, "Running on the kept disks", vmPhase(vm, infrav1alpha1.VMRunning))
+	sameDisks(t, disks)
+	for key := range disks {
+		disk := &corev1.PersistentVolumeClaim{}
+		if err := k8sClient.Get(context.Background(), key, disk); err != nil || len(disk.OwnerReferences) != 1 || disk.OwnerReferences[0].UID != vm.UID {
+			t.Errorf("the kept disk %s's owners %+v (%v), want the new VM %s", key.Name, disk.OwnerReferences, err, vm.UID)
+		}
 	}
 	if err := k8sClient.Delete(context.Background(), vm); err != nil {
 		t.Fatal(err)
@@ -126,11 +149,13 @@ func adoptsDisk(t *testing.T, old *infrav1alpha1.VirtualMachine, diskKey client.
 	waitFor(t, 2*time.Minute, "the new VM gone", func(ctx context.Context) error { return absent(ctx, vm) })
 }
 
-func sameDisk(t *testing.T, key client.ObjectKey, uid types.UID) {
+func sameDisks(t *testing.T, disks map[client.ObjectKey]types.UID) {
 	t.Helper()
-	disk := &corev1.PersistentVolumeClaim{}
-	if err := k8sClient.Get(context.Background(), key, disk); err != nil || disk.UID != uid || disk.DeletionTimestamp != nil {
-		t.Fatalf("the disk is not the one the VM had (%v): uid %s, want %s", err, disk.UID, uid)
+	for key, uid := range disks {
+		disk := &corev1.PersistentVolumeClaim{}
+		if err := k8sClient.Get(context.Background(), key, disk); err != nil || disk.UID != uid || disk.DeletionTimestamp != nil {
+			t.Fatalf("%s is not the disk the VM had (%v): uid %s, want %s", key.Name, err, disk.UID, uid)
+		}
 	}
 }
 

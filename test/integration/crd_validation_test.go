@@ -209,6 +209,8 @@ var overBounds = []boundCase{
 	{name: "vm ssh keys in all", kind: "VirtualMachine", spec: map[string]any{"cloudInit": map[string]any{"sshAuthorizedKeys": stringsOf(5, sshKey+repeat("A", 4000-len(sshKey)))}}, path: "spec.cloudInit.sshAuthorizedKeys", msg: "16384"},
 	{name: "vm memory", kind: "VirtualMachine", spec: map[string]any{"memory": repeat("0", 64) + "1Gi"}, path: "spec.memory", msg: "64"},
 	{name: "vm disk size", kind: "VirtualMachine", spec: map[string]any{"disk": map[string]any{"size": repeat("0", 64) + "1Gi"}}, path: "spec.disk.size", msg: "64"},
+	{name: "vm root disk size", kind: "VirtualMachine", spec: map[string]any{"rootDisk": map[string]any{"size": repeat("0", 64) + "1Gi"}}, path: "spec.rootDisk.size", msg: "64"},
+	{name: "vm root disk storage class", kind: "VirtualMachine", spec: map[string]any{"rootDisk": map[string]any{"storageClassName": repeat("s", 254)}}, path: "spec.rootDisk.storageClassName", msg: "253"},
 	{name: "vm name", kind: "VirtualMachine", objName: repeat("v", 64), spec: map[string]any{}, path: "metadata.name", msg: "63"},
 	{name: "vm name starting with a digit", kind: "VirtualMachine", objName: "1vm", spec: map[string]any{}, path: "metadata.name", msg: "Service"},
 
@@ -365,6 +367,7 @@ func largestVM() map[string]any {
 		// An image reference is at most 255 characters of name and 128 of tag (the webhook parses it).
 		"image": "registry.example/" + repeat("a", 200) + ":" + repeat("t", 128), "firmware": "UEFI",
 		"cpuModel": "A" + repeat("a", 127), "runStrategy": "Halted", "backend": "pod",
+		"rootDisk":  map[string]any{"persistence": "Persistent", "size": padded("", 60, "0") + "10Gi", "storageClassName": repeat("s", 253)},
 		"disk":      map[string]any{"size": padded("", 60, "0") + "10Gi", "storageClassName": repeat("s", 253), "reclaimPolicy": "Retain"},
 		"cloudInit": map[string]any{"userData": padded("#cloud-config\n# ", 32768, "x"), "sshAuthorizedKeys": keys},
 		"ports":     ports, "shutdownGracePeriod": padded("", 29, "0") + "60s",

@@ -40,6 +40,7 @@ func TestTheLongestNamesGetEveryChild(t *testing.T) {
 		&corev1.Secret{ObjectMeta: meta(name + "-access")}, &corev1.Service{ObjectMeta: meta(name)},
 		&networkingv1.NetworkPolicy{ObjectMeta: meta(name)}, &networkingv1.Ingress{ObjectMeta: meta(name)},
 		&corev1.Pod{ObjectMeta: meta(vmName + "-launcher")}, &corev1.PersistentVolumeClaim{ObjectMeta: meta(vmName + "-disk")},
+		&corev1.PersistentVolumeClaim{ObjectMeta: meta(vmName + "-root")},
 		&corev1.Secret{ObjectMeta: meta(vmName + "-cloudinit")}, &corev1.Service{ObjectMeta: meta(vmName)},
 		&networkingv1.NetworkPolicy{ObjectMeta: meta(vmName)}, &networkingv1.NetworkPolicy{ObjectMeta: meta(vmName + "-activity")},
 	}

@@ -40,7 +40,8 @@ func kubeVirtVM(ns, name string) *unstructured.Unstructured {
 // TestVirtualMachineBackends: without KubeVirt, auto runs the VM in a launcher pod and an
 // explicit kubevirt is refused; once KubeVirt's CRD (generated from kubevirt.io/api by
 // hack/thirdparty-crds.sh) is served, auto renders a KubeVirt VirtualMachine that the API server
-// accepts against KubeVirt's own schema, while the VM already running keeps its backend.
+// accepts against KubeVirt's own schema (its root disk a DataVolume template), while the VM
+// already running keeps its backend.
 func TestVirtualMachineBackends(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -61,9 +62,17 @@ func TestVirtualMachineBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// In the order made: the last one's claim may only just be there. The launcher pod's
+		// VM has its root disk's claim too; KubeVirt's have a DataVolume instead.
 		for _, name := range []string{"before", "after", "explicit"} {
 			_ = k8sClient.Delete(context.Background(), newVM(ns, name, nil))
-			releaseProtection(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-disk"}})
+			claims := []string{"-disk"}
+			if name == "before" {
+				claims = append(claims, "-root")
+			}
+			for _, claim := range claims {
+				releaseProtection(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + claim}})
+			}
 			eventually(t, timeout, func() error { return gone(newVM(ns, name, nil)) })
 		}
 		if err := envtest.UninstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
@@ -89,6 +98,11 @@ func TestVirtualMachineBackends(t *testing.T) {
 	}
 	if cores, _, _ := unstructured.NestedInt64(kv.Object, "spec", "template", "spec", "domain", "cpu", "cores"); cores != 2 {
 		t.Errorf("KubeVirt cores %d, want 2", cores)
+	}
+	// The Persistent root disk, as KubeVirt's own schema admits it: a DataVolume of its own.
+	templates, _, _ := unstructured.NestedSlice(kv.Object, "spec", "dataVolumeTemplates")
+	if len(templates) != 1 || fmt.Sprint(templates[0].(map[string]any)["metadata"]) != "map[name:after-root]" {
+		t.Errorf("KubeVirt dataVolumeTemplates %v, want after-root", templates)
 	}
 	if err := k8sClient.Create(ctx, newVM(ns, "explicit", map[string]any{"backend": "kubevirt"})); err != nil {
 		t.Errorf("backend kubevirt refused with KubeVirt served: %v", err)

@@ -54,6 +54,8 @@ func TestVirtualMachineTutorialSampleIsDefaulted(t *testing.T) {
 		{"image", s.Image, vmConfig.DefaultImage},
 		{"runStrategy", string(s.RunStrategy), "Always"},
 		{"backend", string(s.Backend), "auto"},
+		{"rootDisk.persistence", string(s.RootDisk.Persistence), "Persistent"},
+		{"rootDisk.size", s.RootDisk.Size.String(), "10Gi"},
 		{"disk.size", s.Disk.Size.String(), "10Gi"},
 		{"disk.reclaimPolicy", string(s.Disk.ReclaimPolicy), "Delete"},
 		{"ports", fmt.Sprint(s.Ports), "[{ssh 22 TCP}]"},
@@ -92,6 +94,9 @@ var invalidVMs = []vmCase{
 	{"backend kubevirt without KubeVirt", map[string]any{"backend": "kubevirt"}, "spec.backend", "does not serve kubevirt.io/v1"},
 	{"disk size zero", map[string]any{"disk": map[string]any{"size": "0"}}, "spec.disk.size", "positive quantity"},
 	{"disk over the operator's limit", map[string]any{"disk": map[string]any{"size": "1Ti"}}, "spec.disk.size", "exceeds the most a VM may have here (100Gi)"},
+	{"root disk persistence unknown", map[string]any{"rootDisk": map[string]any{"persistence": "Sometimes"}}, "spec.rootDisk.persistence", "Unsupported value"},
+	{"root disk size zero", map[string]any{"rootDisk": map[string]any{"size": "0"}}, "spec.rootDisk.size", "positive quantity"},
+	{"root disk over the operator's limit", map[string]any{"rootDisk": map[string]any{"size": "101Gi"}}, "spec.rootDisk.size", "exceeds the most a VM may have here (100Gi)"},
 	{"reclaim policy unknown", map[string]any{"disk": map[string]any{"reclaimPolicy": "Keep"}}, "spec.disk.reclaimPolicy", "Unsupported value"},
 	{"port zero", map[string]any{"ports": []any{map[string]any{"name": "ssh", "port": int64(0)}}}, "spec.ports[0].port", "greater than or equal to 1"},
 	{"port name twice", map[string]any{"ports": []any{map[string]any{"name": "ssh", "port": int64(22)}, map[string]any{"name": "ssh", "port": int64(2222)}}}, "spec.ports[1]", "Duplicate value"},
@@ -113,8 +118,9 @@ func TestVirtualMachineInvalidObjectsAreRejected(t *testing.T) {
 	}
 }
 
-// TestVirtualMachineUpdatesKeepTheRules: the backend never changes, the disk never shrinks,
-// and a limit is checked on the field that changes, so other edits stay possible.
+// TestVirtualMachineUpdatesKeepTheRules: the backend never changes, the disks never shrink, a
+// Persistent root disk never becomes Ephemeral (its volume would go), and a limit is checked on
+// the field that changes, so other edits stay possible.
 func TestVirtualMachineUpdatesKeepTheRules(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -128,6 +134,8 @@ func TestVirtualMachineUpdatesKeepTheRules(t *testing.T) {
 	}{
 		{"backend changes", `{"spec":{"backend":"auto"}}`, "spec.backend", "immutable"},
 		{"disk shrinks", `{"spec":{"disk":{"size":"10Gi"}}}`, "spec.disk.size", "never shrinks"},
+		{"root disk shrinks", `{"spec":{"rootDisk":{"size":"5Gi"}}}`, "spec.rootDisk.size", "never shrinks"},
+		{"root disk made Ephemeral", `{"spec":{"rootDisk":{"persistence":"Ephemeral"}}}`, "spec.rootDisk", "cannot become Ephemeral"},
 		{"cpu over the limit", `{"spec":{"cpu":"9"}}`, "spec.cpu", "exceeds"},
 	} {
 		err := k8sClient.Patch(ctx, vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(tc.patch)))
@@ -135,10 +143,19 @@ func TestVirtualMachineUpdatesKeepTheRules(t *testing.T) {
 			t.Errorf("%s: got %v; want Invalid naming %s: %q", tc.name, err, tc.path, tc.msg)
 		}
 	}
-	for _, patch := range []string{`{"spec":{"disk":{"size":"30Gi"}}}`, `{"spec":{"cpu":2,"runStrategy":"Always"}}`} {
+	for _, patch := range []string{`{"spec":{"disk":{"size":"30Gi"}}}`, `{"spec":{"rootDisk":{"size":"20Gi"}}}`, `{"spec":{"cpu":2,"runStrategy":"Always"}}`} {
 		if err := k8sClient.Patch(ctx, vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Errorf("%s refused: %v", patch, err)
 		}
+	}
+	// An Ephemeral root disk may become Persistent: the next start imports it.
+	eph := newVM(ns, "eph", map[string]any{"backend": "pod", "rootDisk": map[string]any{"persistence": "Ephemeral"}, "runStrategy": "Halted"})
+	eph.SetAnnotations(map[string]string{infrav1alpha1.PauseAnnotation: "true"})
+	if err := k8sClient.Create(ctx, eph); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Patch(ctx, eph, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"rootDisk":{"persistence":"Persistent"}}}`))); err != nil {
+		t.Errorf("an Ephemeral root disk made Persistent: %v", err)
 	}
 }
 

@@ -104,7 +104,7 @@ func tenantLauncher(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
 	vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: workspaceNS, Name: name},
 		Spec: infrav1alpha1.VirtualMachineSpec{Memory: ptr.To(resource.MustParse("512Mi")),
-			Disk:        infrav1alpha1.VMDisk{Size: ptr.To(resource.MustParse("1Gi"))},
+			Disk:        infrav1alpha1.VMDisk{VMVolume: infrav1alpha1.VMVolume{Size: ptr.To(resource.MustParse("1Gi"))}},
 			IdleTimeout: &metav1.Duration{Duration: 10 * time.Minute}}}
 	if err := k8sClient.Create(context.Background(), vm); err != nil {
 		t.Fatal(err)

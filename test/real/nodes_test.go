@@ -58,8 +58,9 @@ func otherWorker(t *testing.T) string {
 // before maintenance (--force: operator-sdk's registry pod has no controller; the suite keeps it
 // off that node): the drain completes, the VM's guest powered off cleanly (ACPI), and both say
 // they wait for that node (which holds their volumes) rather than "starting". The VM is then
-// halted; once the node is uncordoned the workspace runs there again with its files. Never do
-// two pods hold the workspace's ReadWriteOnce volume at once.
+// halted; once the node is uncordoned the workspace runs there again with its files, and the
+// VM, set to Always, boots there with the file in its home. Never do two pods hold the
+// workspace's ReadWriteOnce volume at once.
 func checkDrain(t *testing.T, node string, rv *realVM) {
 	ensureNamespace(t, workspaceNS)
 	ide := placedWorkspaces(t, node, [2]string{"drained-ide", "alice"})[0]
@@ -87,7 +88,7 @@ func checkDrain(t *testing.T, node string, rv *realVM) {
 			degradedOnNode(ctx, rv.VirtualMachine, string(infrav1alpha1.VMScheduling), infrav1alpha1.ReasonNodeUnschedulable, node))
 	})
 	t.Logf("workspace: %s; VM: %s", ws.Status.Message, rv.Status.Message)
-	haltVM(t, rv.VirtualMachine, vmClaim(t, rv.VirtualMachine))
+	haltVM(t, rv.VirtualMachine, vmClaim(t, rv.VirtualMachine, "disk"), vmClaim(t, rv.VirtualMachine, "root"))
 
 	if out, err := kubectl("uncordon", node); err != nil {
 		t.Fatalf("kubectl uncordon %s: %v\n%s", node, err, out)
@@ -102,6 +103,10 @@ func checkDrain(t *testing.T, node string, rv *realVM) {
 	if most, when := holders(); most != 1 {
 		t.Errorf("%d pods held the ReadWriteOnce volume at once (%s), want one at a time", most, when)
 	}
+	// Halted, then Always: the guest boots from its own root disk, the home as it was.
+	setRunStrategy(t, rv.VirtualMachine, infrav1alpha1.RunAlways)
+	waitVMRunning(t, rv.VirtualMachine)
+	checkHomeKept(t, rv, "a drain and a Halted/Always cycle")
 }
 
 // followLogs follows a container's log (kubectl logs -f) until the returned function is

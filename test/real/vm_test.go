@@ -54,7 +54,7 @@ func createRealVM(t *testing.T, node string) *realVM {
 		ObjectMeta: metav1.ObjectMeta{Name: "real-vm", Namespace: testNS},
 		Spec: infrav1alpha1.VirtualMachineSpec{
 			Memory:      ptr.To(resource.MustParse("1Gi")),
-			Disk:        infrav1alpha1.VMDisk{Size: ptr.To(resource.MustParse("1Gi"))},
+			Disk:        infrav1alpha1.VMDisk{VMVolume: infrav1alpha1.VMVolume{Size: ptr.To(resource.MustParse("1Gi"))}},
 			CloudInit:   &infrav1alpha1.VMCloudInit{SSHAuthorizedKeys: []string{pub}},
 			IdleTimeout: &metav1.Duration{Duration: vmIdleTimeout},
 		},
@@ -81,7 +81,8 @@ func createRealVM(t *testing.T, node string) *realVM {
 
 // checkVirtualMachine boots the default disk (our Debian guest, in software emulation: this
 // machine's KVM is nested and cannot boot guests), logs in over SSH through the VM's Service
-// with the user's key, and writes a mark on its data disk. With an SSH session open, it runs on
+// with the user's key, and writes a mark on its data disk and a file in the user's home, on its
+// Persistent root disk. With an SSH session open, it runs on
 // past its idle timeout, and from inside the guest another tenant's IDE, the API server, the
 // workspace API and the metadata address are closed, the outside and DNS open; without its
 // NetworkPolicy the guest reaches the API server and the metadata address, and not once the
@@ -98,10 +99,10 @@ func checkVirtualMachine(t *testing.T, rv *realVM) {
 	dave := placedWorkspaces(t, "", [2]string{"vm-net-dave", "dave"})[0]
 	waitVMRunning(t, vm)
 	rv.bootOver()
-	out := vmSSH(t, vm, key, "hostname; echo cloudspace-mark | sudo -n dd of=/dev/vdb bs=512 count=1 conv=sync status=none && sync && echo written")
+	out := vmSSH(t, vm, key, "hostname; echo cloudspace-mark | sudo -n dd of=/dev/vdb bs=512 count=1 conv=sync status=none && echo kept > ~/mark && sync && echo written")
 	t.Logf("VM create to an SSH login: %s", time.Since(start).Round(time.Second))
 	if out != vm.Name+"\nwritten\n" {
-		t.Fatalf("over SSH: %q, want the hostname %s and the mark written to the data disk", out, vm.Name)
+		t.Fatalf("over SSH: %q, want the hostname %s and the marks written to the data disk and the home", out, vm.Name)
 	}
 	if vm.Status.Restarts != 0 {
 		t.Errorf("the launcher restarted %d times: %s", vm.Status.Restarts, vm.Status.Message)
@@ -124,16 +125,28 @@ func checkVirtualMachine(t *testing.T, rv *realVM) {
 }
 
 // checkVMRestarted waits until the suite's VM, started again after its idle stop, is Running,
-// and finds the mark on its data disk.
+// and finds the mark on its data disk and the file in its home.
 func checkVMRestarted(t *testing.T, rv *realVM) {
 	t.Helper()
-	claim := vmClaim(t, rv.VirtualMachine)
+	claims := []*corev1.PersistentVolumeClaim{vmClaim(t, rv.VirtualMachine, "disk"), vmClaim(t, rv.VirtualMachine, "root")}
 	waitVMRunning(t, rv.VirtualMachine)
 	if got := vmSSH(t, rv.VirtualMachine, rv.key, "sudo -n head -c 15 /dev/vdb"); got != "cloudspace-mark" {
 		t.Errorf("after an idle stop and a new boot the data disk starts with %q, want the mark", got)
 	}
-	if now := vmClaim(t, rv.VirtualMachine); now.UID != claim.UID {
-		t.Errorf("the data disk's claim after the restart is %s, want %s", now.UID, claim.UID)
+	checkHomeKept(t, rv, "an idle stop and a start request")
+	for _, claim := range claims {
+		if now := vmClaim(t, rv.VirtualMachine, claim.Name[len(rv.Name)+1:]); now.UID != claim.UID {
+			t.Errorf("the claim %s after the restart is %s, want %s", claim.Name, now.UID, claim.UID)
+		}
+	}
+}
+
+// checkHomeKept reads the file checkVirtualMachine wrote in the guest's home, on its Persistent
+// root disk, after what.
+func checkHomeKept(t *testing.T, rv *realVM, what string) {
+	t.Helper()
+	if got := vmSSH(t, rv.VirtualMachine, rv.key, "cat ~/mark"); got != "kept\n" {
+		t.Errorf("after %s the file written in the guest's home reads %q, want \"kept\"", what, got)
 	}
 }
 
@@ -389,26 +402,24 @@ func vmSSHCommand(vm *infrav1alpha1.VirtualMachine, key, port, command string) *
 		"-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "-o", "LogLevel=ERROR", "debian@127.0.0.1", command)
 }
 
-// vmClaim is the VM's own data disk claim.
-func vmClaim(t *testing.T, vm *infrav1alpha1.VirtualMachine) *corev1.PersistentVolumeClaim {
+// vmClaim is the VM's own claim of the disk ("disk", the data disk; "root", the root disk),
+// controlled by the VM.
+func vmClaim(t *testing.T, vm *infrav1alpha1.VirtualMachine, disk string) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := k8sClient.List(context.Background(), claims, client.InNamespace(vm.Namespace)); err != nil {
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-" + disk}, claim); err != nil {
 		t.Fatal(err)
 	}
-	for i := range claims.Items {
-		if o := metav1.GetControllerOf(&claims.Items[i]); o != nil && o.UID == vm.UID {
-			return &claims.Items[i]
-		}
+	if o := metav1.GetControllerOf(claim); o == nil || o.UID != vm.UID {
+		t.Fatalf("the claim %s is controlled by %+v, not the VM %s", claim.Name, o, vm.UID)
 	}
-	t.Fatalf("the VM has no claim of its own among %d", len(claims.Items))
-	return nil
+	return claim
 }
 
 // haltVM sets runStrategy Halted and checks that the guest powers off (the pod ends) within
-// the shutdown grace period, which the kubelet would otherwise end with a kill, and that the
-// data disk's claim is kept.
-func haltVM(t *testing.T, vm *infrav1alpha1.VirtualMachine, claim *corev1.PersistentVolumeClaim) {
+// the shutdown grace period, which the kubelet would otherwise end with a kill, and that its
+// claims are kept.
+func haltVM(t *testing.T, vm *infrav1alpha1.VirtualMachine, claims ...*corev1.PersistentVolumeClaim) {
 	t.Helper()
 	setRunStrategy(t, vm, infrav1alpha1.RunHalted)
 	start := time.Now()
@@ -425,9 +436,11 @@ func haltVM(t *testing.T, vm *infrav1alpha1.VirtualMachine, claim *corev1.Persis
 	if took, grace := time.Since(start), vm.Spec.ShutdownGracePeriod.Duration; took >= grace {
 		t.Errorf("halting took %s, not within the grace period %s: the guest was killed, not powered off", took, grace)
 	}
-	var pvc corev1.PersistentVolumeClaim
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(claim), &pvc); err != nil || pvc.UID != claim.UID {
-		t.Errorf("the data disk's claim after halting: %v (uid %s, want %s)", err, pvc.UID, claim.UID)
+	for _, claim := range claims {
+		var pvc corev1.PersistentVolumeClaim
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(claim), &pvc); err != nil || pvc.UID != claim.UID {
+			t.Errorf("the claim %s after halting: %v (uid %s, want %s)", claim.Name, err, pvc.UID, claim.UID)
+		}
 	}
 }
 
@@ -443,14 +456,16 @@ func setRunStrategy(t *testing.T, vm *infrav1alpha1.VirtualMachine, s infrav1alp
 // checkCrashingVM: a VM whose launcher cannot start its guest (the node's own CPU model asked
 // for in software emulation: the launcher exits 1 at once, every time) is stopped after the
 // operator's three failed starts, within a few minutes of the kubelet's back-off, its disk
-// kept, Degraded StartFailed with the launcher's last words: never "starting" forever.
+// kept, Degraded StartFailed with the launcher's last words: never "starting" forever. Its root
+// disk is Ephemeral: the container disk's copy in the pod, the other kind a node runs.
 func checkCrashingVM(t *testing.T) {
 	ctx := context.Background()
 	vm := &infrav1alpha1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "crashing-vm", Namespace: testNS},
 		Spec: infrav1alpha1.VirtualMachineSpec{
 			Memory:   ptr.To(resource.MustParse("256Mi")),
-			Disk:     infrav1alpha1.VMDisk{Size: ptr.To(resource.MustParse("1Gi"))},
+			Disk:     infrav1alpha1.VMDisk{VMVolume: infrav1alpha1.VMVolume{Size: ptr.To(resource.MustParse("1Gi"))}},
+			RootDisk: infrav1alpha1.VMRootDisk{Persistence: infrav1alpha1.RootDiskEphemeral},
 			CPUModel: "host",
 		},
 	}
@@ -473,6 +488,12 @@ func checkCrashingVM(t *testing.T) {
 		!strings.Contains(degraded.Message, "VM_CPU_MODEL=host needs VM_ACCEL=kvm") {
 		t.Errorf("Degraded %+v; want StartFailed with the launcher's last words", degraded)
 	}
-	vmClaim(t, vm)
+	vmClaim(t, vm, "disk")
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name + "-root"}, &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an Ephemeral root disk has a claim: %v", err)
+	}
+	if !strings.Contains(vm.Status.Message, "the data disk is kept (the Ephemeral root disk starts afresh)") {
+		t.Errorf("stopped: %q, want it to say that only the data disk is kept", vm.Status.Message)
+	}
 	t.Logf("stopped: %s", vm.Status.Message)
 }

@@ -19,4 +19,5 @@ true
 {{- end }}
 
 {{- define "vm.disk" -}}{{ .Release.Name }}-disk{{- end }}
+{{- define "vm.rootDisk" -}}{{ .Release.Name }}-root{{- end }}
 {{- define "vm.cloudInit" -}}{{ .Release.Name }}-cloudinit{{- end }}

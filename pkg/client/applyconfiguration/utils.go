@@ -40,6 +40,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.VMDiskApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VMPort"):
 		return &apiv1alpha1.VMPortApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VMRootDisk"):
+		return &apiv1alpha1.VMRootDiskApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VMVolume"):
+		return &apiv1alpha1.VMVolumeApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Workspace"):
 		return &apiv1alpha1.WorkspaceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("WorkspaceAccess"):

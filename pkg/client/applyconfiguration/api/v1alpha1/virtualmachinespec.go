@@ -20,6 +20,7 @@ type VirtualMachineSpecApplyConfiguration struct {
 	Firmware            *apiv1alpha1.VMFirmware        `json:"firmware,omitempty"`
 	CPUModel            *string                        `json:"cpuModel,omitempty"`
 	RunStrategy         *apiv1alpha1.RunStrategy       `json:"runStrategy,omitempty"`
+	RootDisk            *VMRootDiskApplyConfiguration  `json:"rootDisk,omitempty"`
 	Disk                *VMDiskApplyConfiguration      `json:"disk,omitempty"`
 	CloudInit           *VMCloudInitApplyConfiguration `json:"cloudInit,omitempty"`
 	Ports               []VMPortApplyConfiguration     `json:"ports,omitempty"`
@@ -80,6 +81,14 @@ func (b *VirtualMachineSpecApplyConfiguration) WithCPUModel(value string) *Virtu
 // If called multiple times, the RunStrategy field is set to the value of the last call.
 func (b *VirtualMachineSpecApplyConfiguration) WithRunStrategy(value apiv1alpha1.RunStrategy) *VirtualMachineSpecApplyConfiguration {
 	b.RunStrategy = &value
+	return b
+}
+
+// WithRootDisk sets the RootDisk field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RootDisk field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithRootDisk(value *VMRootDiskApplyConfiguration) *VirtualMachineSpecApplyConfiguration {
+	b.RootDisk = value
 	return b
 }
 

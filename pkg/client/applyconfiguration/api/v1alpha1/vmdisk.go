@@ -12,9 +12,8 @@ import (
 // VMDiskApplyConfiguration represents a declarative configuration of the VMDisk type for use
 // with apply.
 type VMDiskApplyConfiguration struct {
-	Size             *resource.Quantity         `json:"size,omitempty"`
-	StorageClassName *string                    `json:"storageClassName,omitempty"`
-	ReclaimPolicy    *apiv1alpha1.ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+	VMVolumeApplyConfiguration `json:",inline"`
+	ReclaimPolicy              *apiv1alpha1.ReclaimPolicy `json:"reclaimPolicy,omitempty"`
 }
 
 // VMDiskApplyConfiguration constructs a declarative configuration of the VMDisk type for use with
@@ -27,7 +26,7 @@ func VMDisk() *VMDiskApplyConfiguration {
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Size field is set to the value of the last call.
 func (b *VMDiskApplyConfiguration) WithSize(value resource.Quantity) *VMDiskApplyConfiguration {
-	b.Size = &value
+	b.VMVolumeApplyConfiguration.Size = &value
 	return b
 }
 
@@ -35,7 +34,7 @@ func (b *VMDiskApplyConfiguration) WithSize(value resource.Quantity) *VMDiskAppl
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the StorageClassName field is set to the value of the last call.
 func (b *VMDiskApplyConfiguration) WithStorageClassName(value string) *VMDiskApplyConfiguration {
-	b.StorageClassName = &value
+	b.VMVolumeApplyConfiguration.StorageClassName = &value
 	return b
 }
 
