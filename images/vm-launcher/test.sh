@@ -738,8 +738,12 @@ fake=$WORK/bin
 mkdir -p "$fake"
 cat >"$fake/qemu-system-x86_64" <<'EOF'
 #!/bin/sh
+if [ "$1" = --version ]; then
+	echo "QEMU emulator version ${FAKE_QEMU_VERSION:-7.2.0}"
+	exit 0
+fi
 printf '%s\n' "$@" >"$FAKE_QEMU_ARGS"
-sock= log=
+sock= log= incoming= prev=
 for arg; do
 	case $arg in
 	unix:*) sock=${arg#unix:} ;;
@@ -748,7 +752,20 @@ for arg; do
 		log=${log%%,*}
 		;;
 	esac
+	[ "$prev" != -incoming ] || incoming=${arg#exec:}
+	prev=$arg
 done
+# The guest's memory, which a saved state carries: one of its own at each start.
+d=$FAKE_QEMU_DIR
+rm -f "$d/quit" "$d/events" "$d/loaded"
+: >"$d/presses"
+echo "guest $$ $(date +%s%N)" >"$d/identity"
+echo running >"$d/status"
+if [ -n "$incoming" ]; then
+	[ -z "${FAKE_QEMU_LOAD_FAIL:-}" ] || exit 1
+	sh -c "$incoming" >"$d/loaded"
+	echo paused >"$d/status"
+fi
 if [ -n "${FAKE_QEMU_STDIN:-}" ]; then
 	IFS= read -r line || line="(nothing)"
 	printf 'fake console read: %s\n' "$line"
@@ -778,12 +795,58 @@ if [ -n "${FAKE_QEMU_FLOOD:-}" ]; then
 	sleep 0.5
 fi
 [ -z "${FAKE_QEMU_EXIT:-}" ] || exit "$FAKE_QEMU_EXIT"
-presses=0
-while [ "$presses" -lt "${FAKE_QEMU_PRESSES:-1}" ]; do
-	socat -u "UNIX-LISTEN:${sock%%,*}" STDOUT | grep -q '"system_powerdown"' && presses=$((presses + 1))
+# QMP (fake-qmp answers each client) until the guest has heard FAKE_QEMU_PRESSES presses, or quit.
+socat "UNIX-LISTEN:${sock%%,*},fork" "EXEC:$FAKE_QMP" &
+listener=$!
+while [ ! -e "$d/quit" ] && [ "$(wc -l <"$d/presses")" -lt "${FAKE_QEMU_PRESSES:-1}" ]; do
+	sleep 0.1
 done
+kill "$listener"
 exit 0
 EOF
+# fake-qmp answers one QMP client as QEMU would, its state in FAKE_QEMU_DIR: the status, the
+# power button's presses, a migration (to a file through its exec: URI, the guest's identity as
+# the state; with FAKE_QEMU_MIGRATE_FAIL it fails) and quit.
+cat >"$fake/fake-qmp" <<'EOF'
+#!/bin/sh
+d=$FAKE_QEMU_DIR
+echo '{"QMP": {"version": {}, "capabilities": []}}'
+while IFS= read -r line; do
+	case $line in
+	*'"qmp_capabilities"'*) ;;
+	*'"system_powerdown"'*) echo press >>"$d/presses" ;;
+	*'"stop"'*) echo paused >"$d/status" ;;
+	*'"cont"'*)
+		echo running >"$d/status"
+		echo cont >>"$d/events"
+		;;
+	*'"migrate"'*)
+		if [ -n "${FAKE_QEMU_MIGRATE_FAIL:-}" ]; then
+			echo failed >"$d/migration"
+		else
+			to=${line#*exec:}
+			sh -c "${to%%\"*}" <"$d/identity"
+			echo completed >"$d/migration"
+		fi
+		;;
+	*'"query-migrate"'*)
+		echo "{\"return\": {\"status\": \"$(cat "$d/migration")\"}}"
+		continue
+		;;
+	*'"query-status"'*)
+		echo "{\"return\": {\"status\": \"$(cat "$d/status")\", \"running\": false}}"
+		continue
+		;;
+	*'"quit"'*) touch "$d/quit" ;;
+	*)
+		echo '{"error": {"class": "CommandNotFound", "desc": "fake"}}'
+		continue
+		;;
+	esac
+	echo '{"return": {}}'
+done
+EOF
+chmod +x "$fake/fake-qmp"
 chmod +x "$fake/qemu-system-x86_64"
 qemu-img create -q -f qcow2 "$boot/z.qcow2" 16M
 
@@ -793,7 +856,9 @@ qemu-img create -q -f qcow2 "$boot/z.qcow2" 16M
 start_launcher() {
 	rm -f "$VM_RUN_DIR/qmp.sock" "$WORK/args"
 	# shellcheck disable=SC2086 # "busybox sh" is a command and its argument.
-	env -u VM_LAUNCHER_LIB PATH="$fake:$PATH" FAKE_QEMU_ARGS="$WORK/args" VM_POWERDOWN_REPEAT_SECONDS=1 \
+	mkdir -p "$WORK/qemu"
+	env -u VM_LAUNCHER_LIB PATH="$fake:$PATH" FAKE_QEMU_ARGS="$WORK/args" FAKE_QEMU_DIR="$WORK/qemu" \
+		FAKE_QMP="$fake/fake-qmp" VM_POWERDOWN_REPEAT_SECONDS=1 \
 		VM_BOOT_DIR="$boot" VM_DATA_DIR="$DATA_DIR" VM_CLOUD_INIT_DIR="$ci" VM_RUN_DIR="$VM_RUN_DIR" \
 		VM_CPUS="${T_CPUS:-2}" VM_MEMORY=2G VM_ACCEL=tcg VM_DATA_DISK_SIZE=200Mi VM_PORTS=tcp:2222,udp:5353 \
 		"$@" $TEST_SHELL "$HERE/vm-launcher" <"${T_STDIN:-/dev/null}" >"$WORK/out" 2>&1 &
@@ -970,8 +1035,6 @@ check "persistent root disk: the second start boots" 0 "$(run_launcher FAKE_QEMU
 check "persistent root disk: too small, refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ROOT_DISK_SIZE=10Mi VM_ROOT_DIR="$ROOT_DIR")"
 rm -rf "$ROOT_DIR"
 
-# --- VM_ACTIVITY_PORT in the whole run: checked before QEMU starts; the endpoint and the count of
-# connections start with QEMU and stop with it, and the guest runs on without them.
 # launcher_says NAME TEXT: the launcher's output mentions TEXT.
 launcher_says() {
 	if grep -q -e "$2" "$WORK/out"; then
@@ -980,6 +1043,85 @@ launcher_says() {
 		check "$1" "output with '$2'" "$(cat "$WORK/out")"
 	fi
 }
+
+# --- Hibernation (VM_HIBERNATE=1): SIGTERM saves the guest's state on the root disk's claim
+# instead of powering it off; the next start resumes from it when its key still holds, else
+# discards it with the reason and boots cold.
+mkdir -p "$ROOT_DIR/import"
+qemu-img create -q -f qcow2 "$ROOT_DIR/import/disk.qcow2" 16M
+hib() { run_launcher TERM VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" "$@"; }
+# The first guest has finished cloud-init (its final line on the console) when it hibernates.
+start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR"
+wait_for_qemu
+printf 'cloud-init[612]: Cloud-init v. 22.4.2 finished at Mon, 24 Nov 2025 20:00:22 +0000. Up 32.00 seconds\r\n' >>"$VM_RUN_DIR/console.log"
+kill -TERM "$LAUNCHER_PID"
+status=0
+wait "$LAUNCHER_PID" || status=$?
+check "hibernate: exit" 0 "$status"
+check "hibernate: cloud-init had finished" yes "$([ -e "$ROOT_DIR/state.cloud-init-finished" ] && echo yes)"
+first=$(cat "$WORK/qemu/identity")
+check "hibernate: the guest's state saved" "$first" "$(cat "$ROOT_DIR/state" 2>/dev/null)"
+check "hibernate: not powered off" 0 "$(wc -l <"$WORK/qemu/presses")"
+check "hibernate: its key" yes "$(grep -q '^the disk root.qcow2: ' "$ROOT_DIR/state.key" && grep -q "^the guest's CPUs and memory: tcg max 2 1908MiB bios$" "$ROOT_DIR/state.key" && echo yes)"
+launcher_says "hibernate: said" "hibernated: the guest's state (0 MiB) is saved"
+# resume_then_term: a start that resumes, signalled once the guest runs again.
+resume_then_term() {
+	start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR"
+	tries=0
+	until grep -q 'resumed the guest' "$WORK/out" || [ "$tries" -ge 100 ]; do
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	kill -TERM "$LAUNCHER_PID"
+	status=0
+	wait "$LAUNCHER_PID" || status=$?
+	echo "$status"
+}
+check "resume: exit" 0 "$(resume_then_term)"
+has_arg "resume: QEMU loads the state" "-incoming exec:cat $ROOT_DIR/state"
+check "resume: the state loaded is the one saved" "$first" "$(cat "$WORK/qemu/loaded" 2>/dev/null)"
+check "resume: the guest let run" cont "$(cat "$WORK/qemu/events" 2>/dev/null)"
+check "resume: ready without cloud-init's line again" yes "$([ -e "$VM_RUN_DIR/cloud-init-finished" ] && echo yes)"
+launcher_says "resume: said" "resumed the guest from its saved state"
+# That run hibernated again: its state is the resumed guest's, under the same disks' key.
+second=$(cat "$WORK/qemu/identity")
+check "resume, then hibernate again" "$second" "$(cat "$ROOT_DIR/state" 2>/dev/null)"
+# Another memory size: the state does not fit this guest.
+check "other memory: exit" 0 "$(hib VM_MEMORY=3G)"
+lacks_arg "other memory: booted cold" "-incoming"
+launcher_says "other memory: the reason" "discarding the saved state (the guest's CPUs and memory changed): the guest boots cold"
+check "other memory: the reason kept for the status" "the guest's CPUs and memory changed" "$(cat "$VM_RUN_DIR/state-discarded" 2>/dev/null)"
+# A disk written since the state was saved (here its modification time moved).
+touch -t 200001010000 "$ROOT_DIR/root.qcow2"
+check "disk changed: exit" 0 "$(hib VM_MEMORY=3G)"
+lacks_arg "disk changed: booted cold" "-incoming"
+launcher_says "disk changed: the reason" "discarding the saved state (the disk root.qcow2 changed)"
+# A state without its key; a launcher of another version.
+rm -f "$ROOT_DIR/state.key"
+check "no key: exit" 0 "$(hib)"
+launcher_says "no key: the reason" "discarding the saved state (the state has no key)"
+check "other QEMU: exit" 0 "$(hib FAKE_QEMU_VERSION=9.2.0)"
+launcher_says "other QEMU: the reason" "discarding the saved state (QEMU changed)"
+# QEMU cannot load it: the launcher fails, the state is gone, the next start boots cold.
+# (The last state was saved by QEMU 9.2.0.)
+check "load fails: exit" 1 "$(start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" FAKE_QEMU_VERSION=9.2.0 FAKE_QEMU_LOAD_FAIL=1
+	status=0
+	wait "$LAUNCHER_PID" || status=$?
+	echo "$status")"
+check "load fails: the state removed" none "$(ls "$ROOT_DIR" | grep state || echo none)"
+check "after a failed load: exit" 0 "$(hib)"
+lacks_arg "after a failed load: booted cold" "-incoming"
+# The migration fails: the guest is powered off instead, and no state is kept.
+rm -f "$ROOT_DIR/state" "$ROOT_DIR/state.key"
+check "migration fails: exit" 0 "$(hib FAKE_QEMU_MIGRATE_FAIL=1)"
+check "migration fails: powered off" 1 "$(wc -l <"$WORK/qemu/presses")"
+check "migration fails: no state" none "$(ls "$ROOT_DIR" | grep state || echo none)"
+check "VM_HIBERNATE without the persistent root disk" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_HIBERNATE=1)"
+check "VM_HIBERNATE=yes refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_HIBERNATE=yes VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR")"
+rm -rf "$ROOT_DIR"
+
+# --- VM_ACTIVITY_PORT in the whole run: checked before QEMU starts; the endpoint and the count of
+# connections start with QEMU and stop with it, and the guest runs on without them.
 rm -f "$VM_RUN_DIR/activity"
 run_launcher FAKE_QEMU_EXIT=0 >/dev/null
 check "VM_ACTIVITY_PORT unset: no activity mark" absent "$([ -e "$VM_RUN_DIR/activity" ] || echo absent)"
