@@ -1035,6 +1035,19 @@ check "persistent root disk: the second start boots" 0 "$(run_launcher FAKE_QEMU
 check "persistent root disk: too small, refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_ROOT_DISK_SIZE=10Mi VM_ROOT_DIR="$ROOT_DIR")"
 rm -rf "$ROOT_DIR"
 
+# term_once_said TEXT TRIES: once the launcher started by start_launcher has said TEXT (or after
+# TRIES tenths of a second), SIGTERM it; its exit status in status.
+term_once_said() {
+	tries=0
+	until grep -q -e "$1" "$WORK/out" || [ "$tries" -ge "$2" ]; do
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	kill -TERM "$LAUNCHER_PID"
+	status=0
+	wait "$LAUNCHER_PID" || status=$?
+}
+
 # launcher_says NAME TEXT: the launcher's output mentions TEXT.
 launcher_says() {
 	if grep -q -e "$2" "$WORK/out"; then
@@ -1064,20 +1077,9 @@ check "hibernate: the guest's state saved" "$first" "$(cat "$ROOT_DIR/state" 2>/
 check "hibernate: not powered off" 0 "$(wc -l <"$WORK/qemu/presses")"
 check "hibernate: its key" yes "$(grep -q '^the disk root.qcow2: ' "$ROOT_DIR/state.key" && grep -q "^the guest's CPUs and memory: tcg max 2 1908MiB bios$" "$ROOT_DIR/state.key" && echo yes)"
 launcher_says "hibernate: said" "hibernated: the guest's state (0 MiB) is saved"
-# resume_then_term: a start that resumes, signalled once the guest runs again.
-resume_then_term() {
-	start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR"
-	tries=0
-	until grep -q 'resumed the guest' "$WORK/out" || [ "$tries" -ge 100 ]; do
-		sleep 0.1
-		tries=$((tries + 1))
-	done
-	kill -TERM "$LAUNCHER_PID"
-	status=0
-	wait "$LAUNCHER_PID" || status=$?
-	echo "$status"
-}
-check "resume: exit" 0 "$(resume_then_term)"
+start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR"
+term_once_said 'resumed the guest' 100
+check "resume: exit" 0 "$status"
 has_arg "resume: QEMU loads the state" "-incoming exec:cat $ROOT_DIR/state"
 check "resume: the state loaded is the one saved" "$first" "$(cat "$WORK/qemu/loaded" 2>/dev/null)"
 check "resume: the guest let run" cont "$(cat "$WORK/qemu/events" 2>/dev/null)"
@@ -1147,14 +1149,7 @@ printf -- '-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n--
 start_launcher VM_CLOUD_INIT_DIR="$badpem" VM_ACTIVITY_PORT="${ENDPOINT_PORT:-5353}" VM_ACTIVITY_ADDRESS=127.0.0.1 \
 	VM_ACTIVITY_CHECK_SECONDS=0.2
 wait_for_qemu
-tries=0
-while ! grep -q "activity endpoint's server (socat) exited" "$WORK/out" && [ "$tries" -lt 50 ]; do
-	sleep 0.1
-	tries=$((tries + 1))
-done
-kill -TERM "$LAUNCHER_PID"
-status=0
-wait "$LAUNCHER_PID" || status=$?
+term_once_said "activity endpoint's server (socat) exited" 50
 check "activity server fails: the guest runs on, powers off, exit 0" 0 "$status"
 launcher_says "activity server fails: says so" "activity endpoint's server (socat) exited"
 
