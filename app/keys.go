@@ -36,10 +36,12 @@ func AccessKey(ctx context.Context, cfg *rest.Config, ref string) ([]byte, error
 
 // WithKey is kinds with the operator key given to the kinds that derive credentials from it,
 // Workspaces and VirtualMachines, and with what their idle policies need besides: a record of
-// each one's use, and the namespace the operator runs in (POD_NAMESPACE; empty outside a
-// cluster), whose pod reads their activity.
+// each one's use (and of each VM's hibernation, which its launcher reports with its use), and
+// the namespace the operator runs in (POD_NAMESPACE; empty outside a cluster), whose pod reads
+// their activity.
 func WithKey(kinds controllers.Config, key []byte, namespace string) controllers.Config {
 	kinds.Workspace.AccessKey, kinds.Workspace.Activity, kinds.Workspace.OperatorNamespace = key, activity.New(), namespace
 	kinds.VM.AccessKey, kinds.VM.Activity, kinds.VM.OperatorNamespace = key, activity.New(), namespace
+	kinds.VM.Hibernations = controllers.NewHibernationRecord()
 	return kinds
 }

@@ -24,6 +24,10 @@ const (
 	// StartPhaseContainers is the pod bound until it is ready: the image pulled, the
 	// container started, its readiness probe passed (the IDE serving, QEMU started).
 	StartPhaseContainers = "containers"
+	// StartPhaseResume is the containers phase of a VM's start from a saved state (its spec's
+	// stopAction Hibernate): the launcher's pod bound until the resumed guest answers. A state
+	// that turned out not to match boots cold within it (status.hibernation says so).
+	StartPhaseResume = "resume"
 )
 
 // The kinds' metrics. Their labels are bounded (a kind, a phase, a documented reason), never a
@@ -31,7 +35,7 @@ const (
 var (
 	startSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "cloudspace_start_seconds",
-		Help: "Time a start took until the pod was ready, by kind and phase: total and operator (from the start asked; Workspace), scheduling, containers.",
+		Help: "Time a start took until the pod was ready, by kind and phase: total and operator (from the start asked; Workspace), scheduling, containers, and resume (a VM's containers phase from a saved state).",
 		// Kubernetes records these times to the second.
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
 	}, []string{"kind", "phase"})
@@ -45,7 +49,7 @@ var (
 // has no asked-at time, so neither total nor operator.
 var observedPhases = map[string][]string{
 	workspaceGVK.Kind: {StartPhaseTotal, StartPhaseOperator, StartPhaseScheduling, StartPhaseContainers},
-	vmGVK.Kind:        {StartPhaseScheduling, StartPhaseContainers},
+	vmGVK.Kind:        {StartPhaseScheduling, StartPhaseContainers, StartPhaseResume},
 }
 
 func init() {
@@ -70,7 +74,7 @@ func workspaceTransitions(ws *infrav1alpha1.Workspace, st infrav1alpha1.Workspac
 	switch {
 	case st.Phase == infrav1alpha1.WorkspaceRunning && ws.Status.Phase != infrav1alpha1.WorkspaceRunning:
 		if pod := readyPod(live); freshStart(ws.Status.StartRequestedAt, pod) {
-			return observeStart(workspaceGVK.Kind, startAsked(ws), pod)
+			return observeStart(workspaceGVK.Kind, startAsked(ws), pod, false)
 		}
 	case st.StoppedReason != "" && !ws.StoppedByOperator():
 		return observeStop(workspaceGVK.Kind, st.StoppedReason)
@@ -117,9 +121,13 @@ func notReadySince(conds []metav1.Condition) *metav1.Time {
 	return nil
 }
 
-// observeStart observes the phases of a start of kind that made pod ready (startPhases).
-func observeStart(kind string, requested *metav1.Time, pod *corev1.Pod) func() {
+// observeStart observes the phases of a start of kind that made pod ready (startPhases), one
+// that resumed a saved state, its containers phase as resume too.
+func observeStart(kind string, requested *metav1.Time, pod *corev1.Pod, resumed bool) func() {
 	phases := startPhases(requested, pod)
+	if d, ok := phases[StartPhaseContainers]; ok && resumed {
+		phases[StartPhaseResume] = d
+	}
 	return func() {
 		for phase, d := range phases {
 			startSeconds.WithLabelValues(kind, phase).Observe(d.Seconds())

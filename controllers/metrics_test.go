@@ -152,8 +152,8 @@ func TestAStartRecordedLateIsObserved(t *testing.T) {
 // TestStartAndStopSeriesExistFromTheStart: every kind's start phases and stop reasons have a
 // series before anything is observed, so that Prometheus sees the first one as an increase.
 func TestStartAndStopSeriesExistFromTheStart(t *testing.T) {
-	if n := testutil.CollectAndCount(startSeconds); n != 6 {
-		t.Errorf("%d start series, want 6 (Workspace: 4 phases; VirtualMachine: 2)", n)
+	if n := testutil.CollectAndCount(startSeconds); n != 7 {
+		t.Errorf("%d start series, want 7 (Workspace: 4 phases; VirtualMachine: 3)", n)
 	}
 	if n := testutil.CollectAndCount(operatorStops); n != 4 {
 		t.Errorf("%d stop series, want 4 (2 kinds, Idle and StartFailed)", n)

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -168,6 +169,30 @@ func TestAKubeVirtRootDiskIsADataVolume(t *testing.T) {
 		name, _, _ := unstructured.NestedString(dv, "metadata", "name")
 		if len(templates) != 1 || url != "docker://disks/debian:13" || size != "20Gi" || name != "r-root" || root["dataVolume"].(map[string]any)["name"] != "r-root" {
 			t.Errorf("%s: data volume templates %v, want r-root of 20Gi from the image", tc.spec, templates)
+		}
+	}
+}
+
+// TestAHibernatingLauncherSavesItsGuest: stopAction Hibernate has the launcher save the guest's
+// state at SIGTERM (VM_HIBERNATE=1); PowerOff, the default, does not, and neither does a spec
+// whose root disk is Ephemeral (the CRD refuses it) or KubeVirt's.
+func TestAHibernatingLauncherSavesItsGuest(t *testing.T) {
+	for _, tc := range []struct {
+		spec, want string
+	}{
+		{spec: "{}", want: ""},
+		{spec: "{stopAction: PowerOff}", want: ""},
+		{spec: "{stopAction: Hibernate}", want: "1"},
+		{spec: "{stopAction: Hibernate, rootDisk: {persistence: Ephemeral}}", want: ""},
+	} {
+		pod := renderLauncherPod(t, DefaultVMConfig(), tc.spec)
+		if got := envValue(pod.Spec.Containers[0], "VM_HIBERNATE"); got != tc.want {
+			t.Errorf("%s: VM_HIBERNATE %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+	for _, o := range renderCR(t, "virtualmachine", VirtualMachineLifecycle{VMConfig: DefaultVMConfig()}, "VirtualMachine", "{stopAction: Hibernate, backend: kubevirt}") {
+		if strings.Contains(fmt.Sprint(o.Object), "VM_HIBERNATE") {
+			t.Errorf("KubeVirt's %s %s asks to hibernate", o.GetKind(), o.GetName())
 		}
 	}
 }

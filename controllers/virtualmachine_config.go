@@ -64,6 +64,9 @@ type VMConfig struct {
 	// Activity is the record of each VM's use that the idle policy reads, written by the
 	// operator's probe of the launchers; nil (or no AccessKey): no VM is stopped for being idle.
 	Activity *activity.Record
+	// Hibernations holds what the launchers report of their hibernations until the VMs'
+	// statuses record it (status.hibernation); nil: nothing is recorded.
+	Hibernations *HibernationRecord
 	// OperatorNamespace is where the operator runs (POD_NAMESPACE): its manager pod, which reads
 	// the launchers' activity, is the only one their NetworkPolicy admits to the activity port.
 	// Empty: none is.
@@ -123,6 +126,7 @@ func (c VMConfig) Default(vm *infrav1alpha1.VirtualMachine) {
 		s.Image = c.DefaultImage
 	}
 	s.RunStrategy = orDefault(s.RunStrategy, infrav1alpha1.RunAlways)
+	s.StopAction = orDefault(s.StopAction, infrav1alpha1.StopPowerOff)
 	s.Firmware = orDefault(s.Firmware, infrav1alpha1.FirmwareBIOS)
 	s.Backend = orDefault(s.Backend, infrav1alpha1.BackendAuto)
 	for _, v := range []*infrav1alpha1.VMVolume{&s.Disk.VMVolume, &s.RootDisk.VMVolume} {

@@ -45,11 +45,20 @@ func (c VMConfig) idleApplies(vm *infrav1alpha1.VirtualMachine) bool {
 		c.idle(activity.Use{}).timeoutFor(vm.Spec.IdleTimeout) > 0
 }
 
+// servesActivity reports whether the launcher of vm (defaulted) serves its activity to the
+// operator: when an idle stop applies to it, and when it hibernates or ever did (its account of
+// a start says whether it resumed a saved state, which a launcher resumes after stopAction went
+// back to PowerOff too; and a VM's endpoint that came and went would replace its launcher).
+func (c VMConfig) servesActivity(vm *infrav1alpha1.VirtualMachine) bool {
+	return c.idleApplies(vm) ||
+		((hibernates(vm) || vm.Status.Hibernation != nil) && c.Activity != nil && len(c.AccessKey) > 0)
+}
+
 // activityValues are the chart's values for the launcher's activity endpoint: its port, and
-// the credentials it serves with (the cloud-init Secret carries them); nil when no idle stop
-// applies, so that a VM without one renders as before.
+// the credentials it serves with (the cloud-init Secret carries them); nil when it serves none
+// (servesActivity), so that such a VM renders as before.
 func (c VMConfig) activityValues(vm *infrav1alpha1.VirtualMachine) (map[string]any, error) {
-	if !c.idleApplies(vm) {
+	if !c.servesActivity(vm) {
 		return nil, nil
 	}
 	creds, err := access.VMActivityCredentials(c.AccessKey, vm.UID)
@@ -70,14 +79,14 @@ func newVMActivityProbe(reader client.Reader, cfg VMConfig) *activityProbe[*infr
 	return newActivityProbe(reader, cfg.Activity, cfg.ActivityInterval, vmGVK, cfg.probedVM, launcher.read)
 }
 
-// probedVM is the VM obj if its launcher is to be read: running, at an address, and one the
-// idle stop applies to.
+// probedVM is the VM obj if its launcher is to be read: running, at an address, and serving
+// its activity.
 func (c VMConfig) probedVM(obj *unstructured.Unstructured) (*infrav1alpha1.VirtualMachine, bool) {
 	if !inPhase(obj, string(infrav1alpha1.VMRunning)) {
 		return nil, false
 	}
 	vm, err := decodeVM(obj)
-	if err != nil || vm.Status.IP == "" || !c.idleApplies(vm) {
+	if err != nil || vm.Status.IP == "" || !c.servesActivity(vm) {
 		return nil, false
 	}
 	return vm, true
@@ -100,6 +109,10 @@ type launcherActivity struct {
 	// IdleSeconds is how long since the launcher last saw a connection or console input, or
 	// since it started when it saw none; 0 while a connection is open.
 	IdleSeconds int64 `json:"idleSeconds"`
+	// ResumedMiB is the size of the saved state this start resumed; absent when it resumed none.
+	ResumedMiB *int64 `json:"resumedMiB,omitempty"`
+	// Discarded says why this start discarded the saved state it found (and booted cold).
+	Discarded string `json:"discarded,omitempty"`
 }
 
 // read reads one launcher's activity; a launcher that does not answer is left unread, so
@@ -117,6 +130,9 @@ func (r launcherReader) read(ctx context.Context, vm *infrav1alpha1.VirtualMachi
 		last = now.Add(-time.Duration(min(max(got.IdleSeconds, 0), maxIdleSeconds)) * time.Second)
 	}
 	r.cfg.Activity.Read(vm.UID, now, last)
+	if h, ok := got.startReport(now); ok {
+		r.cfg.Hibernations.report(client.ObjectKeyFromObject(vm), vm.UID, h)
+	}
 }
 
 // ask asks vm's launcher for its activity.

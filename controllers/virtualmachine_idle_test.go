@@ -117,20 +117,30 @@ func TestVMStartedAtIsKeptWhileRunning(t *testing.T) {
 // TestTheActivityEndpointIsRenderedOnlyWhereAnIdleStopApplies: a VM without an idle timeout,
 // on KubeVirt, or under an operator without an activity record renders as before (no launcher
 // replaced on upgrade); the port steps past a TCP port the guest forwards itself.
-func TestTheActivityEndpointIsRenderedOnlyWhereAnIdleStopApplies(t *testing.T) {
+func TestTheActivityEndpointIsRenderedOnlyWhereAnIdleStopOrAHibernationApplies(t *testing.T) {
 	cfg := goldenVMConfig()
 	idle := &metav1.Duration{Duration: time.Hour}
+	// Its launcher tells the operator whether a start resumed the saved state.
+	hibernating := infrav1alpha1.VirtualMachineSpec{StopAction: infrav1alpha1.StopHibernate,
+		RootDisk: infrav1alpha1.VMRootDisk{Persistence: infrav1alpha1.RootDiskPersistent}}
 	for _, tc := range []struct {
-		name string
-		cfg  func(VMConfig) VMConfig
-		spec infrav1alpha1.VirtualMachineSpec
-		port int64 // 0: none rendered
+		name   string
+		cfg    func(VMConfig) VMConfig
+		spec   infrav1alpha1.VirtualMachineSpec
+		status infrav1alpha1.VirtualMachineStatus
+		port   int64 // 0: none rendered
 	}{
 		{name: "no idle timeout", spec: infrav1alpha1.VirtualMachineSpec{}, port: 0},
 		{name: "its own idle timeout", spec: infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, port: vmActivityPort},
 		{name: "the operator's idle timeout", cfg: func(c VMConfig) VMConfig { c.IdleTimeout = time.Hour; return c },
 			spec: infrav1alpha1.VirtualMachineSpec{}, port: vmActivityPort},
 		{name: "on KubeVirt", spec: infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle, Backend: infrav1alpha1.BackendKubeVirt}, port: 0},
+		{name: "hibernating, without an idle timeout", spec: hibernating, port: vmActivityPort},
+		{name: "hibernating, no activity record", cfg: func(c VMConfig) VMConfig { c.Activity = nil; return c }, spec: hibernating, port: 0},
+		{name: "no longer hibernating, once did", status: infrav1alpha1.VirtualMachineStatus{
+			Hibernation: &infrav1alpha1.VMHibernation{State: infrav1alpha1.HibernationSaved}}, port: vmActivityPort},
+		{name: "an Ephemeral root disk cannot hibernate", spec: infrav1alpha1.VirtualMachineSpec{StopAction: infrav1alpha1.StopHibernate,
+			RootDisk: infrav1alpha1.VMRootDisk{Persistence: infrav1alpha1.RootDiskEphemeral}}, port: 0},
 		{name: "no activity record", cfg: func(c VMConfig) VMConfig { c.Activity = nil; return c },
 			spec: infrav1alpha1.VirtualMachineSpec{IdleTimeout: idle}, port: 0},
 		{name: "the guest forwards 9922 and 9923 over TCP",
@@ -143,7 +153,7 @@ func TestTheActivityEndpointIsRenderedOnlyWhereAnIdleStopApplies(t *testing.T) {
 			if tc.cfg != nil {
 				c = tc.cfg(c)
 			}
-			vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: tc.spec}
+			vm := &infrav1alpha1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: tc.spec, Status: tc.status}
 			got, err := c.activityValues(vm)
 			if err != nil {
 				t.Fatal(err)

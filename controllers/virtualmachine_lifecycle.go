@@ -32,6 +32,7 @@ var (
 	_ engine.StatusReporter = VirtualMachineLifecycle{}
 	_ engine.Retainer       = VirtualMachineLifecycle{}
 	_ engine.PodObserver    = VirtualMachineLifecycle{}
+	_ engine.PodWatcher     = VirtualMachineLifecycle{}
 	_ engine.NodeObserver   = VirtualMachineLifecycle{}
 	_ engine.Adopter        = VirtualMachineLifecycle{}
 )
@@ -87,6 +88,7 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 		"disk":        map[string]any{"size": s.Disk.Size.String(), "storageClassName": deref(s.Disk.StorageClassName)},
 		"rootDisk": map[string]any{"persistent": s.RootDisk.Persistence == infrav1alpha1.RootDiskPersistent,
 			"size": s.RootDisk.Size.String(), "storageClassName": deref(s.RootDisk.StorageClassName)},
+		"hibernate": hibernates(vm),
 		"cloudInit": map[string]any{"userData": userData,
 			"metaData": fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", vm.UID, vm.Name)},
 		"ports":                      ports,
@@ -98,6 +100,13 @@ func (l VirtualMachineLifecycle) Values(obj *unstructured.Unstructured) (map[str
 		vals["activity"] = activity
 	}
 	return vals, nil
+}
+
+// hibernates reports whether a stop of vm (defaulted) saves its guest's state: asked for, and
+// on the pod backend (the CRD refuses Hibernate with kubevirt, and auto may still choose it).
+func hibernates(vm *infrav1alpha1.VirtualMachine) bool {
+	return vm.Spec.StopAction == infrav1alpha1.StopHibernate && vm.Spec.RootDisk.Persistence == infrav1alpha1.RootDiskPersistent &&
+		orDefault(vm.Status.Backend, vm.Spec.Backend) != infrav1alpha1.BackendKubeVirt
 }
 
 // runStrategy is the strategy the VM runs by: its spec's, but Halted while the operator has it

@@ -39,6 +39,8 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	now := time.Now()
 	st, failure := vmStatus(vm, len(observed.Children) > 0, kv, pods, l.MaxFailedStarts, now)
 	st, failure = vmOnNode(st, failure, nodeProblem("VM", pods, observed.Children, observed.Nodes))
+	l.Hibernations.recorded(vm)
+	st = vmHibernationStatus(vm, st, l.Hibernations.of(vm))
 	var untilIdleCheck time.Duration
 	// Only a VM whose launcher serves its activity has an idle stop (not on KubeVirt).
 	if l.idleApplies(vm) {
@@ -53,7 +55,11 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 	res := engine.StatusResult{Fields: fields, Failure: failure.message, FailureReason: failure.reason,
 		RequeueAfter: untilIdleCheck,
 		Written:      vmTransitions(vm, st, pods)}
-	noticeStop(&res, st.StoppedReason != "" && !vm.StoppedByOperator(), st.IdleStopAt, st.Message)
+	if !noticeStop(&res, st.StoppedReason != "" && !vm.StoppedByOperator(), st.IdleStopAt, st.Message) {
+		if msg, ok := hibernationNotice(vm.Status.Hibernation, st.Hibernation); ok {
+			res.Notice = engine.Notice{Reason: infrav1alpha1.EventHibernation, Message: msg}
+		}
+	}
 	return res, nil
 }
 
@@ -65,7 +71,7 @@ func vmTransitions(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMac
 		// The launcher's pod ready: QEMU runs; the guest's boot is its own. The start began
 		// when the VM stopped being Ready.
 		if pod := readyPod(livePods(pods)); freshStart(notReadySince(vm.Status.Conditions), pod) {
-			return observeStart(vmGVK.Kind, nil, pod)
+			return observeStart(vmGVK.Kind, nil, pod, resumeExpected(vm))
 		}
 	case st.StoppedReason != "" && !vm.StoppedByOperator():
 		return observeStop(vmGVK.Kind, st.StoppedReason)

@@ -18,6 +18,7 @@ var (
 	_ engine.StatusReporter = vmTenancy{}
 	_ engine.Retainer       = vmTenancy{}
 	_ engine.PodObserver    = vmTenancy{}
+	_ engine.PodWatcher     = vmTenancy{}
 	_ engine.Adopter        = vmTenancy{}
 )
 

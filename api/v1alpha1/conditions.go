@@ -160,6 +160,10 @@ const (
 	// run (status.stoppedReason: Idle, or StartFailed); the message says why. Its volume or disk
 	// is kept.
 	EventStoppedByOperator = "StoppedByOperator"
+	// EventHibernation: a VirtualMachine's launcher reported what came of its hibernation
+	// (status.hibernation): the guest's state saved at a stop, resumed or discarded (and why) at a
+	// start, or not saved (and why: the guest was powered off).
+	EventHibernation = "Hibernation"
 	// EventStale: a Workspace stopped and untouched for the operator's --workspace-stale-after
 	// is stale (status.staleSince), or a volume kept after its workspace's delete was taken back
 	// by none for as long (on the claim); the message says since when, and when the operator

@@ -132,6 +132,24 @@ type VMRootDisk struct {
 	VMVolume `json:",inline"`
 }
 
+// StopAction is what a stop does to the guest.
+// +kubebuilder:validation:Enum=PowerOff;Hibernate
+type StopAction string
+
+const (
+	// StopPowerOff asks the guest to power off (ACPI) and kills it after
+	// spec.shutdownGracePeriod: what ran in it is gone, its disks are kept.
+	StopPowerOff StopAction = "PowerOff"
+	// StopHibernate pauses the guest and saves its whole state (memory, devices, CPUs: QEMU's
+	// migration stream) on the root disk's volume, next to the disk it belongs to; the next start
+	// resumes it, so its processes, open files, sessions and uptime carry on. A state that does
+	// not match what starts (the disks changed, the launcher or QEMU changed, the CPUs, memory
+	// or firmware changed) is discarded, status.hibernation says why, and the guest boots cold.
+	// Should saving fail (no room on the volume, the grace period too short), the guest is
+	// powered off.
+	StopHibernate StopAction = "Hibernate"
+)
+
 // VMCloudInit configures the guest at first boot (NoCloud).
 type VMCloudInit struct {
 	// UserData is the cloud-init user data (for example a #cloud-config document), at most
@@ -169,6 +187,9 @@ type VMPort struct {
 
 // VirtualMachineSpec is a virtual machine someone asked for: its CPUs and memory, and what
 // running one takes.
+// +kubebuilder:validation:XValidation:rule="!has(self.stopAction) || self.stopAction != 'Hibernate' || !has(self.rootDisk) || !has(self.rootDisk.persistence) || self.rootDisk.persistence == 'Persistent'",fieldPath=".stopAction",message="Hibernate needs a Persistent root disk (spec.rootDisk.persistence): the guest's state is saved on its volume, with the disk it belongs to"
+// +kubebuilder:validation:XValidation:rule="!has(self.stopAction) || self.stopAction != 'Hibernate' || !has(self.backend) || self.backend != 'kubevirt'",fieldPath=".stopAction",message="Hibernate needs the pod backend (or auto): KubeVirt keeps no guest memory across a stop"
+// +kubebuilder:validation:XValidation:rule="!has(self.stopAction) || self.stopAction != 'Hibernate' || !has(self.memory) || !has(self.rootDisk) || !has(self.rootDisk.size) || quantity(string(self.rootDisk.size)).isGreaterThan(quantity(string(self.memory)))",fieldPath=".rootDisk.size",message="must be larger than spec.memory with stopAction Hibernate: the saved state (up to the guest's memory) is kept on the root disk's volume"
 type VirtualMachineSpec struct {
 	// CPU is the number of virtual CPUs: a positive integer, as a number or a string ("1", as
 	// the kubebuilder VirtualMachine sample writes it). Defaulted to 1; at most the operator's --vm-max-cpu.
@@ -214,6 +235,17 @@ type VirtualMachineSpec struct {
 	// +kubebuilder:default=Always
 	// +optional
 	RunStrategy RunStrategy `json:"runStrategy,omitempty"`
+
+	// StopAction is what every stop but the guest's own power-off does to the guest: PowerOff
+	// (default) or Hibernate. It applies to an idle stop, runStrategy Halted, a drain (the
+	// launcher pod evicted), a change of the spec that replaces the launcher pod and a delete
+	// (whose state goes with the volume). Hibernate needs a Persistent root disk larger than
+	// spec.memory (the state is saved on its volume, so it counts in the storage the VM holds)
+	// and the pod backend; the guest's memory must be written out within
+	// spec.shutdownGracePeriod, or it is powered off.
+	// +kubebuilder:default=PowerOff
+	// +optional
+	StopAction StopAction `json:"stopAction,omitempty"`
 
 	// RootDisk is the disk the guest boots from: Persistent (default) or Ephemeral.
 	// +kubebuilder:default={}
@@ -325,6 +357,10 @@ type VirtualMachineStatus struct {
 	// operator's --vm-idle-warning before it); any use postpones it.
 	// +optional
 	IdleStopAt *metav1.Time `json:"idleStopAt,omitempty"`
+	// Hibernation is what the VM's last hibernation came to (spec.stopAction Hibernate): a
+	// state saved and waiting for the next start, resumed, discarded or not saved.
+	// +optional
+	Hibernation *VMHibernation `json:"hibernation,omitempty"`
 	// Conditions are Ready, Progressing and Degraded.
 	// +optional
 	// +listType=map
@@ -333,6 +369,39 @@ type VirtualMachineStatus struct {
 	// Inventory lists the children the operator applied.
 	// +optional
 	Inventory *Inventory `json:"inventory,omitempty"`
+}
+
+// HibernationState is where a VM's saved state is.
+// +kubebuilder:validation:Enum=Saved;Resumed;Discarded;Failed
+type HibernationState string
+
+const (
+	// HibernationSaved: the guest's state is saved on the root disk's volume, and the next
+	// start resumes it.
+	HibernationSaved HibernationState = "Saved"
+	// HibernationResumed: the last start resumed the saved state; the state file is gone.
+	HibernationResumed HibernationState = "Resumed"
+	// HibernationDiscarded: the last start could not resume the saved state (reason says why)
+	// and booted the guest cold.
+	HibernationDiscarded HibernationState = "Discarded"
+	// HibernationFailed: the last stop could not save the guest's state (reason says why)
+	// and powered the guest off.
+	HibernationFailed HibernationState = "Failed"
+)
+
+// VMHibernation is what the VM's launcher reported of its last hibernation: when it stopped
+// (its termination message) and when it started again (its activity endpoint).
+type VMHibernation struct {
+	// State is Saved, Resumed, Discarded or Failed.
+	State HibernationState `json:"state"`
+	// Size of the saved state (about the memory the guest used), while Saved and once Resumed.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+	// Reason says why the state was Discarded or could not be saved (Failed).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Time is when the launcher reported the state, as the operator saw it.
+	Time metav1.Time `json:"time"`
 }
 
 // VirtualMachine is a virtual machine run by Kubernetes: QEMU in a pod, or KubeVirt when the
@@ -359,6 +428,8 @@ type VirtualMachineStatus struct {
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.runStrategy`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Root disk",type=string,JSONPath=`.spec.rootDisk.persistence`,priority=1
+// +kubebuilder:printcolumn:name="Stop",type=string,JSONPath=`.spec.stopAction`,priority=1
+// +kubebuilder:printcolumn:name="Hibernation",type=string,JSONPath=`.status.hibernation.state`,priority=1
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ip`

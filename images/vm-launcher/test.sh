@@ -473,6 +473,12 @@ got=$(prepare_root_disk "$root" 100Mi 2>&1) && got=ok
 check "root disk: never shrunk, the size to ask for" "raise spec.rootDisk.size to at least 200Mi" "$(printf '%s' "$got" | grep -o 'raise .*')"
 check "root disk: not shrunk" 190 "$(virtual_mib "$root")"
 check "root disk: still the guest's" "the guest" "$(raw_head "$root" 9)"
+# With hibernation, the guest's memory is kept free for its state: the disk grows less, and a
+# disk that leaves less than that (the memory raised) is kept as it is.
+prepare_root_disk "$root" 300Mi 50 2>/dev/null
+check "root disk: grown less the room kept for a state" 235 "$(virtual_mib "$root")"
+got=$(prepare_root_disk "$root" 300Mi 100 2>&1) && got=ok
+check "root disk: more memory, the disk kept" "ok 235" "$got $(virtual_mib "$root")"
 # Changed outside the VM: a raw file in its place, a qcow2 leaning on another file.
 mv "$root" "$WORK/root.keep"
 qemu-img create -q -f raw "$root" 16M
@@ -1062,9 +1068,10 @@ launcher_says() {
 # discards it with the reason and boots cold.
 mkdir -p "$ROOT_DIR/import"
 qemu-img create -q -f qcow2 "$ROOT_DIR/import/disk.qcow2" 16M
-hib() { run_launcher TERM VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" "$@"; }
+hib() { run_launcher TERM VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" VM_MEMORY=64Mi "$@"; }
 # The first guest has finished cloud-init (its final line on the console) when it hibernates.
-start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR"
+: >"$WORK/termination-log"
+start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" VM_MEMORY=64Mi VM_TERMINATION_LOG="$WORK/termination-log"
 wait_for_qemu
 printf 'cloud-init[612]: Cloud-init v. 22.4.2 finished at Mon, 24 Nov 2025 20:00:22 +0000. Up 32.00 seconds\r\n' >>"$VM_RUN_DIR/console.log"
 kill -TERM "$LAUNCHER_PID"
@@ -1075,9 +1082,11 @@ check "hibernate: cloud-init had finished" yes "$([ -e "$ROOT_DIR/state.cloud-in
 first=$(cat "$WORK/qemu/identity")
 check "hibernate: the guest's state saved" "$first" "$(cat "$ROOT_DIR/state" 2>/dev/null)"
 check "hibernate: not powered off" 0 "$(wc -l <"$WORK/qemu/presses")"
-check "hibernate: its key" yes "$(grep -q '^the disk root.qcow2: ' "$ROOT_DIR/state.key" && grep -q "^the guest's CPUs and memory: tcg max 2 1908MiB bios$" "$ROOT_DIR/state.key" && echo yes)"
+check "hibernate: its key" yes "$(grep -q '^the disk root.qcow2: ' "$ROOT_DIR/state.key" && grep -q "^the guest's CPUs and memory: tcg max 2 64MiB bios$" "$ROOT_DIR/state.key" && echo yes)"
 launcher_says "hibernate: said" "hibernated: the guest's state (0 MiB) is saved"
-start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR"
+check "hibernate: the last words the operator reads" "vm-launcher: hibernated: the guest's state (0 MiB) is saved; the next start resumes it" "$(cat "$WORK/termination-log")"
+check "hibernate: the disk grown less the memory" 31 "$(virtual_mib "$ROOT_DIR/root.qcow2")"
+start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" VM_MEMORY=64Mi
 term_once_said 'resumed the guest' 100
 check "resume: exit" 0 "$status"
 has_arg "resume: QEMU loads the state" "-incoming exec:cat $ROOT_DIR/state"
@@ -1085,17 +1094,19 @@ check "resume: the state loaded is the one saved" "$first" "$(cat "$WORK/qemu/lo
 check "resume: the guest let run" cont "$(cat "$WORK/qemu/events" 2>/dev/null)"
 check "resume: ready without cloud-init's line again" yes "$([ -e "$VM_RUN_DIR/cloud-init-finished" ] && echo yes)"
 launcher_says "resume: said" "resumed the guest from its saved state"
+check "resume: the activity answer tells" ',"resumedMiB":0' "$(start_report)"
 # That run hibernated again: its state is the resumed guest's, under the same disks' key.
 second=$(cat "$WORK/qemu/identity")
 check "resume, then hibernate again" "$second" "$(cat "$ROOT_DIR/state" 2>/dev/null)"
 # Another memory size: the state does not fit this guest.
-check "other memory: exit" 0 "$(hib VM_MEMORY=3G)"
+check "other memory: exit" 0 "$(hib VM_MEMORY=96Mi)"
 lacks_arg "other memory: booted cold" "-incoming"
 launcher_says "other memory: the reason" "discarding the saved state (the guest's CPUs and memory changed): the guest boots cold"
 check "other memory: the reason kept for the status" "the guest's CPUs and memory changed" "$(cat "$VM_RUN_DIR/state-discarded" 2>/dev/null)"
+check "other memory: the activity answer tells" ",\"discarded\":\"the guest's CPUs and memory changed\"" "$(start_report)"
 # A disk written since the state was saved (here its modification time moved).
 touch -t 200001010000 "$ROOT_DIR/root.qcow2"
-check "disk changed: exit" 0 "$(hib VM_MEMORY=3G)"
+check "disk changed: exit" 0 "$(hib VM_MEMORY=96Mi)"
 lacks_arg "disk changed: booted cold" "-incoming"
 launcher_says "disk changed: the reason" "discarding the saved state (the disk root.qcow2 changed)"
 # A state without its key; a launcher of another version.
@@ -1106,7 +1117,7 @@ check "other QEMU: exit" 0 "$(hib FAKE_QEMU_VERSION=9.2.0)"
 launcher_says "other QEMU: the reason" "discarding the saved state (QEMU changed)"
 # QEMU cannot load it: the launcher fails, the state is gone, the next start boots cold.
 # (The last state was saved by QEMU 9.2.0.)
-check "load fails: exit" 1 "$(start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" FAKE_QEMU_VERSION=9.2.0 FAKE_QEMU_LOAD_FAIL=1
+check "load fails: exit" 1 "$(start_launcher VM_HIBERNATE=1 VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" VM_MEMORY=64Mi FAKE_QEMU_VERSION=9.2.0 FAKE_QEMU_LOAD_FAIL=1
 	status=0
 	wait "$LAUNCHER_PID" || status=$?
 	echo "$status")"
@@ -1118,6 +1129,18 @@ rm -f "$ROOT_DIR/state" "$ROOT_DIR/state.key"
 check "migration fails: exit" 0 "$(hib FAKE_QEMU_MIGRATE_FAIL=1)"
 check "migration fails: powered off" 1 "$(wc -l <"$WORK/qemu/presses")"
 check "migration fails: no state" none "$(ls "$ROOT_DIR" | grep state || echo none)"
+# No room on the volume for the guest's memory: powered off, saying why to the operator.
+: >"$WORK/termination-log"
+check "no room: exit" 0 "$(hib VM_MEMORY=64T VM_TERMINATION_LOG="$WORK/termination-log")"
+check "no room: powered off" 1 "$(wc -l <"$WORK/qemu/presses")"
+check "no room: the last words" "vm-launcher: not hibernated: no room for the state:" "$(grep -o '^vm-launcher: not hibernated: no room for the state:' "$WORK/termination-log")"
+check "no room: a cold start reports no state" "" "$(start_report)"
+# Hibernation turned off with a state saved: the start resumes it, the next stop powers off.
+check "saved, then turned off: hibernate" 0 "$(hib)"
+check "saved, then turned off: exit" 0 "$(run_launcher TERM VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR" VM_MEMORY=64Mi)"
+has_arg "saved, then turned off: resumed" "-incoming exec:cat $ROOT_DIR/state"
+check "saved, then turned off: powered off" 1 "$(wc -l <"$WORK/qemu/presses")"
+check "saved, then turned off: no state kept" none "$(ls "$ROOT_DIR" | grep state || echo none)"
 check "VM_HIBERNATE without the persistent root disk" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_HIBERNATE=1)"
 check "VM_HIBERNATE=yes refused" 1 "$(run_launcher FAKE_QEMU_EXIT=0 VM_HIBERNATE=yes VM_ROOT_DISK_SIZE=100Mi VM_ROOT_DIR="$ROOT_DIR")"
 rm -rf "$ROOT_DIR"

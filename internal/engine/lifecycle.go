@@ -4,9 +4,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Lifecycle is the Go code a kind registers with the engine: the chart values from its spec,
@@ -120,6 +120,17 @@ type Notice struct {
 // pod changes then reconcile the resource.
 type PodObserver interface {
 	ObservesPods()
+}
+
+// PodWatcher is implemented by PodObservers that must see each version of their pods the watch
+// delivers, not only what the cache holds when the status is computed: a pod's last status
+// before the kubelet deletes it (its containers' termination messages) is gone by then.
+type PodWatcher interface {
+	PodObserver
+	// PodChanged is called, from the watch, with each version of a pod of the chart (the one
+	// before an update, the one after, the last before a delete): it must return quickly and
+	// must not modify pod.
+	PodChanged(pod client.Object)
 }
 
 // NodeObserver is implemented by PodObservers whose status says what the nodes under their pods

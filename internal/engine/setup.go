@@ -211,6 +211,9 @@ func (r *reconciler) watchPods() error {
 		if labels[LabelName] != r.chart.Name() || labels[LabelInstance] == "" {
 			return nil
 		}
+		if w, ok := r.lifecycle.(PodWatcher); ok {
+			w.PodChanged(objcache.Whole(o))
+		}
 		return request(o.GetNamespace(), labels[LabelInstance])
 	})
 	if err := r.controller.Watch(r.children.Source(podGVK, toOwner)); err != nil {

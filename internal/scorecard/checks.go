@@ -24,7 +24,8 @@ var transientStatus = map[string][]string{
 	// untouched, stale, and to be deleted: only while stopped.
 	"Workspace": {"startRequestedAt", "ingressHost", "ingressHostClaimedAt", "idleStopAt", "untouchedSince", "staleSince", "deleteAt"},
 	// Since when the guest runs: only once it does. When an idle stop comes: only in its warning.
-	"VirtualMachine": {"startedAt", "idleStopAt"},
+	// What its last hibernation came to: only with spec.stopAction Hibernate, once it stopped.
+	"VirtualMachine": {"startedAt", "idleStopAt", "hibernation"},
 }
 
 // childKinds are the distinct kinds of children.

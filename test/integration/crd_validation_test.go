@@ -366,7 +366,7 @@ func largestVM() map[string]any {
 		"cpu": "8", "memory": padded("", 60, "0") + "1Gi",
 		// An image reference is at most 255 characters of name and 128 of tag (the webhook parses it).
 		"image": "registry.example/" + repeat("a", 200) + ":" + repeat("t", 128), "firmware": "UEFI",
-		"cpuModel": "A" + repeat("a", 127), "runStrategy": "Halted", "backend": "pod",
+		"cpuModel": "A" + repeat("a", 127), "runStrategy": "Halted", "backend": "pod", "stopAction": "Hibernate",
 		"rootDisk":  map[string]any{"persistence": "Persistent", "size": padded("", 60, "0") + "10Gi", "storageClassName": repeat("s", 253)},
 		"disk":      map[string]any{"size": padded("", 60, "0") + "10Gi", "storageClassName": repeat("s", 253), "reclaimPolicy": "Retain"},
 		"cloudInit": map[string]any{"userData": padded("#cloud-config\n# ", 32768, "x"), "sshAuthorizedKeys": keys},

@@ -24,8 +24,8 @@ import (
 
 // fakeLauncher serves /activity on 127.0.0.1:port as vm-launcher does: over TLS with the
 // credentials of the VM whose UID is servedAs, to the bearer token of the VM whose UID is uid,
-// answering what activity gives.
-func fakeLauncher(t *testing.T, port int32, uid, servedAs types.UID, activity func() (connections int, idleSeconds int64)) {
+// answering what answer gives.
+func fakeLauncher(t *testing.T, port int32, uid, servedAs types.UID, answer func() map[string]any) {
 	t.Helper()
 	own, err := access.VMActivityCredentials(accessKey, uid)
 	if err != nil {
@@ -48,11 +48,15 @@ func fakeLauncher(t *testing.T, port int32, uid, servedAs types.UID, activity fu
 			http.Error(w, "", http.StatusUnauthorized)
 			return
 		}
-		n, idle := activity()
-		_ = json.NewEncoder(w).Encode(map[string]any{"connections": n, "idleSeconds": idle})
+		_ = json.NewEncoder(w).Encode(answer())
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// activityAnswer is the launcher's answer of a guest with connections open, idle for idleSeconds.
+func activityAnswer(connections int, idleSeconds int64) map[string]any {
+	return map[string]any{"connections": connections, "idleSeconds": idleSeconds}
 }
 
 // launcherRunningSince plays the scheduler and the kubelet for a VM's launcher pod: bound to a
@@ -108,9 +112,9 @@ func TestAnUnusedVMIsWarnedOfThenStoppedAndAUsedOneIsNot(t *testing.T) {
 		vms[name] = vm
 	}
 	idle, busy, posed := vms["idle"], vms["busy"], vms["posed"]
-	fakeLauncher(t, 9922, idle.UID, idle.UID, func() (int, int64) { return 0, int64(time.Since(lastUse).Seconds()) })
-	fakeLauncher(t, 9923, busy.UID, busy.UID, func() (int, int64) { return 1, 0 })
-	fakeLauncher(t, 9924, posed.UID, idle.UID, func() (int, int64) { return 0, 3600 })
+	fakeLauncher(t, 9922, idle.UID, idle.UID, func() map[string]any { return activityAnswer(0, int64(time.Since(lastUse).Seconds())) })
+	fakeLauncher(t, 9923, busy.UID, busy.UID, func() map[string]any { return activityAnswer(1, 0) })
+	fakeLauncher(t, 9924, posed.UID, idle.UID, func() map[string]any { return activityAnswer(0, 3600) })
 	for name := range vms {
 		pod := launcherRunningSince(t, ns, name, tenMinutesAgo)
 		if want := strconv.Itoa(9922 + len(pod.Spec.Containers[0].Ports) - 1); launcherEnv(pod, "VM_ACTIVITY_PORT") != want {

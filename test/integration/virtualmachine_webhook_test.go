@@ -60,6 +60,7 @@ func TestVirtualMachineTutorialSampleIsDefaulted(t *testing.T) {
 		{"disk.reclaimPolicy", string(s.Disk.ReclaimPolicy), "Delete"},
 		{"ports", fmt.Sprint(s.Ports), "[{ssh 22 TCP}]"},
 		{"shutdownGracePeriod", s.ShutdownGracePeriod.Duration.String(), "1m0s"},
+		{"stopAction", string(s.StopAction), "PowerOff"},
 	} {
 		if c.got != c.want {
 			t.Errorf("spec.%s = %q, want %q", c.field, c.got, c.want)
@@ -97,6 +98,10 @@ var invalidVMs = []vmCase{
 	{"root disk persistence unknown", map[string]any{"rootDisk": map[string]any{"persistence": "Sometimes"}}, "spec.rootDisk.persistence", "Unsupported value"},
 	{"root disk size zero", map[string]any{"rootDisk": map[string]any{"size": "0"}}, "spec.rootDisk.size", "positive quantity"},
 	{"root disk over the operator's limit", map[string]any{"rootDisk": map[string]any{"size": "101Gi"}}, "spec.rootDisk.size", "exceeds the most a VM may have here (100Gi)"},
+	{"stop action unknown", map[string]any{"stopAction": "Suspend"}, "spec.stopAction", "Unsupported value"},
+	{"hibernate with an Ephemeral root disk", map[string]any{"stopAction": "Hibernate", "rootDisk": map[string]any{"persistence": "Ephemeral"}}, "spec.stopAction", "needs a Persistent root disk"},
+	{"hibernate on KubeVirt", map[string]any{"stopAction": "Hibernate", "backend": "kubevirt"}, "spec.stopAction", "needs the pod backend"},
+	{"hibernate with no room for the state", map[string]any{"stopAction": "Hibernate", "memory": "4Gi", "rootDisk": map[string]any{"size": "4Gi"}}, "spec.rootDisk.size", "larger than spec.memory"},
 	{"reclaim policy unknown", map[string]any{"disk": map[string]any{"reclaimPolicy": "Keep"}}, "spec.disk.reclaimPolicy", "Unsupported value"},
 	{"port zero", map[string]any{"ports": []any{map[string]any{"name": "ssh", "port": int64(0)}}}, "spec.ports[0].port", "greater than or equal to 1"},
 	{"port name twice", map[string]any{"ports": []any{map[string]any{"name": "ssh", "port": int64(22)}, map[string]any{"name": "ssh", "port": int64(2222)}}}, "spec.ports[1]", "Duplicate value"},
@@ -137,13 +142,15 @@ func TestVirtualMachineUpdatesKeepTheRules(t *testing.T) {
 		{"root disk shrinks", `{"spec":{"rootDisk":{"size":"5Gi"}}}`, "spec.rootDisk.size", "never shrinks"},
 		{"root disk made Ephemeral", `{"spec":{"rootDisk":{"persistence":"Ephemeral"}}}`, "spec.rootDisk", "cannot become Ephemeral"},
 		{"cpu over the limit", `{"spec":{"cpu":"9"}}`, "spec.cpu", "exceeds"},
+		{"hibernate with more memory than the root disk", `{"spec":{"stopAction":"Hibernate","memory":"16Gi"}}`, "spec.rootDisk.size", "larger than spec.memory"},
 	} {
 		err := k8sClient.Patch(ctx, vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(tc.patch)))
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: got %v; want Invalid naming %s: %q", tc.name, err, tc.path, tc.msg)
 		}
 	}
-	for _, patch := range []string{`{"spec":{"disk":{"size":"30Gi"}}}`, `{"spec":{"rootDisk":{"size":"20Gi"}}}`, `{"spec":{"cpu":2,"runStrategy":"Always"}}`} {
+	for _, patch := range []string{`{"spec":{"disk":{"size":"30Gi"}}}`, `{"spec":{"rootDisk":{"size":"20Gi"}}}`, `{"spec":{"cpu":2,"runStrategy":"Always"}}`,
+		`{"spec":{"stopAction":"Hibernate"}}`, `{"spec":{"stopAction":"PowerOff"}}`} {
 		if err := k8sClient.Patch(ctx, vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Errorf("%s refused: %v", patch, err)
 		}

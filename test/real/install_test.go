@@ -98,7 +98,7 @@ func TestOperatorSDKInstall(t *testing.T) {
 		defer cordon(t, node)() // the new operator's pod stays off the node the next checks lose
 		checkUpgrade(t)
 	})
-	t.Run("a VM stopped for being idle boots again with its disks, the file in its home kept", func(t *testing.T) { checkVMRestarted(t, vm) })
+	t.Run("a VM hibernated for being idle resumes with its process and memory, its disks and home kept; a changed memory boots it cold, saying why", func(t *testing.T) { checkVMRestarted(t, vm, prom) })
 	t.Run("a lost node's workspace and VM are Failed naming it within about a minute, on the API too, new ones land elsewhere, and they run on when the node is back", func(t *testing.T) { checkLostNode(t, node, vm, api) })
 	t.Run("a drained node's VM powers off cleanly and its workspace waits for it, both saying so; the workspace runs there again with its files, the VM with its home", func(t *testing.T) { checkDrain(t, node, vm) })
 	t.Run("a portal's ServiceAccount acts for its users by the cluster's impersonation rule", func(t *testing.T) { checkPortal(t, api) })

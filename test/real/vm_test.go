@@ -43,6 +43,8 @@ type realVM struct {
 	// cores each take twice as long.
 	booted   chan struct{}
 	bootOver func()
+	// process is the guest's process that must outlive its hibernation.
+	process guestProcess
 }
 
 // createRealVM creates the suite's VM with its launcher pod scheduled on node (the other nodes
@@ -57,6 +59,7 @@ func createRealVM(t *testing.T, node string) *realVM {
 			Disk:        infrav1alpha1.VMDisk{VMVolume: infrav1alpha1.VMVolume{Size: ptr.To(resource.MustParse("1Gi"))}},
 			CloudInit:   &infrav1alpha1.VMCloudInit{SSHAuthorizedKeys: []string{pub}},
 			IdleTimeout: &metav1.Duration{Duration: vmIdleTimeout},
+			StopAction:  infrav1alpha1.StopHibernate,
 		},
 	}
 	uncordon := cordonAllBut(t, node)
@@ -86,7 +89,8 @@ func createRealVM(t *testing.T, node string) *realVM {
 // past its idle timeout, and from inside the guest another tenant's IDE, the API server, the
 // workspace API and the metadata address are closed, the outside and DNS open; without its
 // NetworkPolicy the guest reaches the API server and the metadata address, and not once the
-// operator puts it back. Left alone, it is warned of, then stopped for, being unused. It is
+// operator puts it back. Left alone, it is warned of, then stopped for, being unused: it
+// hibernates (stopAction Hibernate), a process started in the guest held in its saved state. It is
 // then started again, with its idle timeout raised: the node checks find it running (and its
 // mark on its disk) on the node they lose and drain.
 func checkVirtualMachine(t *testing.T, rv *realVM) {
@@ -107,12 +111,14 @@ func checkVirtualMachine(t *testing.T, rv *realVM) {
 	if vm.Status.Restarts != 0 {
 		t.Errorf("the launcher restarted %d times: %s", vm.Status.Restarts, vm.Status.Message)
 	}
+	startGuestProcess(t, rv)
 
 	closed, open := guestTargets(t, dave)
 	checkVMIdleStop(t, vm, key, func() {
 		expect(t, launcherPod(t, vm), guestProbe(t, vm, key, append(closed, open...)), open, closed)
 		checkGuestWithoutPolicy(t, vm, key, closed)
 	})
+	checkHibernated(t, rv)
 	patch := client.MergeFrom(vm.DeepCopy())
 	vm.Spec.StartRequests++
 	vm.Spec.IdleTimeout = &metav1.Duration{Duration: 30 * time.Minute}
@@ -125,8 +131,12 @@ func checkVirtualMachine(t *testing.T, rv *realVM) {
 }
 
 // checkVMRestarted waits until the suite's VM, started again after its idle stop, is Running,
-// and finds the mark on its data disk and the file in its home.
-func checkVMRestarted(t *testing.T, rv *realVM) {
+// and finds the mark on its data disk and the file in its home, and its guest resumed: the
+// process started before its stop runs on with its memory (checkResumed). Its memory then
+// changed, it boots cold (checkMismatchBootsCold); its stopAction set back to PowerOff, it
+// resumes once more, a resume Prometheus sees, and powers off from then on (stopHibernating), as
+// the node checks expect.
+func checkVMRestarted(t *testing.T, rv *realVM, prom prometheusServer) {
 	t.Helper()
 	claims := []*corev1.PersistentVolumeClaim{vmClaim(t, rv.VirtualMachine, "disk"), vmClaim(t, rv.VirtualMachine, "root")}
 	waitVMRunning(t, rv.VirtualMachine)
@@ -139,6 +149,8 @@ func checkVMRestarted(t *testing.T, rv *realVM) {
 			t.Errorf("the claim %s after the restart is %s, want %s", claim.Name, now.UID, claim.UID)
 		}
 	}
+	checkMismatchBootsCold(t, rv, checkResumed(t, rv))
+	stopHibernating(t, rv, prom)
 }
 
 // checkHomeKept reads the file checkVirtualMachine wrote in the guest's home, on its Persistent

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // compactObject is how the operator's caches hold an object: the part of its metadata that
@@ -149,6 +150,17 @@ func AsUnstructured(obj any) (*unstructured.Unstructured, bool) {
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	return u, ok
+}
+
+// Whole is an object an informer's event handler was handed, whole: a compact object decoded
+// afresh, as Get and List hand it out; any other object as it is.
+func Whole(obj client.Object) client.Object {
+	if c, ok := obj.(*compactObject); ok {
+		if whole, ok := c.DeepCopyObject().(client.Object); ok {
+			return whole
+		}
+	}
+	return obj
 }
 
 // Readable is what a cache's readers need of its objects' metadata, which a compact object

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // childConfigMap is a child as the API server sends it: labels, owner, spec hash, data, and
@@ -158,6 +159,26 @@ func TestAsUnstructuredReadsWhatHandlersAreHanded(t *testing.T) {
 	}
 	if _, ok := AsUnstructured(cm); ok {
 		t.Error("a compact ConfigMap read as unstructured")
+	}
+}
+
+// TestWholeGivesHandlersTheWholeObject: a pod handed to an event handler compact comes back
+// whole, its status and owner included, as the cache's readers see it; a plain one as it is.
+func TestWholeGivesHandlersTheWholeObject(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-launcher", Labels: map[string]string{"a": "b"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "VirtualMachine", Name: "vm", UID: "u1"}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "launcher",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: "last words"}}}}}}
+	compact, err := CompactFor(nil, childReadable)(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, obj := range map[string]client.Object{"compact": compact.(client.Object), "plain": pod} {
+		got, ok := Whole(obj).(*corev1.Pod)
+		if !ok || len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].State.Terminated.Message != "last words" ||
+			len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != "u1" {
+			t.Errorf("%s: %#v, want the whole pod", name, Whole(obj))
+		}
 	}
 }
 

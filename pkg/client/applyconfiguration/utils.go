@@ -38,6 +38,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.VMCloudInitApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VMDisk"):
 		return &apiv1alpha1.VMDiskApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VMHibernation"):
+		return &apiv1alpha1.VMHibernationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VMPort"):
 		return &apiv1alpha1.VMPortApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VMRootDisk"):

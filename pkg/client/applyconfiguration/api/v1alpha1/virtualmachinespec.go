@@ -20,6 +20,7 @@ type VirtualMachineSpecApplyConfiguration struct {
 	Firmware            *apiv1alpha1.VMFirmware        `json:"firmware,omitempty"`
 	CPUModel            *string                        `json:"cpuModel,omitempty"`
 	RunStrategy         *apiv1alpha1.RunStrategy       `json:"runStrategy,omitempty"`
+	StopAction          *apiv1alpha1.StopAction        `json:"stopAction,omitempty"`
 	RootDisk            *VMRootDiskApplyConfiguration  `json:"rootDisk,omitempty"`
 	Disk                *VMDiskApplyConfiguration      `json:"disk,omitempty"`
 	CloudInit           *VMCloudInitApplyConfiguration `json:"cloudInit,omitempty"`
@@ -81,6 +82,14 @@ func (b *VirtualMachineSpecApplyConfiguration) WithCPUModel(value string) *Virtu
 // If called multiple times, the RunStrategy field is set to the value of the last call.
 func (b *VirtualMachineSpecApplyConfiguration) WithRunStrategy(value apiv1alpha1.RunStrategy) *VirtualMachineSpecApplyConfiguration {
 	b.RunStrategy = &value
+	return b
+}
+
+// WithStopAction sets the StopAction field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StopAction field is set to the value of the last call.
+func (b *VirtualMachineSpecApplyConfiguration) WithStopAction(value apiv1alpha1.StopAction) *VirtualMachineSpecApplyConfiguration {
+	b.StopAction = &value
 	return b
 }
 

@@ -25,6 +25,7 @@ type VirtualMachineStatusApplyConfiguration struct {
 	StartedAt          *v1.Time                             `json:"startedAt,omitempty"`
 	StoppedReason      *string                              `json:"stoppedReason,omitempty"`
 	IdleStopAt         *v1.Time                             `json:"idleStopAt,omitempty"`
+	Hibernation        *VMHibernationApplyConfiguration     `json:"hibernation,omitempty"`
 	Conditions         []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	Inventory          *InventoryApplyConfiguration         `json:"inventory,omitempty"`
 }
@@ -128,6 +129,14 @@ func (b *VirtualMachineStatusApplyConfiguration) WithStoppedReason(value string)
 // If called multiple times, the IdleStopAt field is set to the value of the last call.
 func (b *VirtualMachineStatusApplyConfiguration) WithIdleStopAt(value v1.Time) *VirtualMachineStatusApplyConfiguration {
 	b.IdleStopAt = &value
+	return b
+}
+
+// WithHibernation sets the Hibernation field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Hibernation field is set to the value of the last call.
+func (b *VirtualMachineStatusApplyConfiguration) WithHibernation(value *VMHibernationApplyConfiguration) *VirtualMachineStatusApplyConfiguration {
+	b.Hibernation = value
 	return b
 }
 
