@@ -206,6 +206,16 @@ func joinClauses(message, clause string) string {
 	return message + "; " + clause
 }
 
+// untilStartReport is when to look again at a VM whose status st still says Saved while it
+// runs: its launcher's account of the start (read every activity interval, which triggers no
+// reconcile) is awaited. 0 when none is.
+func (c VMConfig) untilStartReport(vm *infrav1alpha1.VirtualMachine, st infrav1alpha1.VirtualMachineStatus) time.Duration {
+	if st.Phase != infrav1alpha1.VMRunning || st.Hibernation == nil || st.Hibernation.State != infrav1alpha1.HibernationSaved || !c.servesActivity(vm) {
+		return 0
+	}
+	return activityInterval(c.ActivityInterval)
+}
+
 // resumeExpected reports whether a start of vm is to resume a saved state.
 func resumeExpected(vm *infrav1alpha1.VirtualMachine) bool {
 	return vm.Status.Hibernation != nil && vm.Status.Hibernation.State == infrav1alpha1.HibernationSaved

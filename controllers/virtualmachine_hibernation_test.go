@@ -192,3 +192,32 @@ func TestAResumeIsObservedAsSuch(t *testing.T) {
 		}
 	}
 }
+
+// TestAStartsAccountIsAwaited: a running VM whose status still says Saved is looked at again
+// after the activity interval, when its launcher's account of the start has been read (a
+// reading triggers no reconcile); once the status has it, or where no launcher serves one, not.
+func TestAStartsAccountIsAwaited(t *testing.T) {
+	cfg := goldenVMConfig()
+	cfg.ActivityInterval = 7 * time.Second
+	saved := &infrav1alpha1.VMHibernation{State: infrav1alpha1.HibernationSaved}
+	hibernating := infrav1alpha1.VirtualMachineSpec{StopAction: infrav1alpha1.StopHibernate,
+		RootDisk: infrav1alpha1.VMRootDisk{Persistence: infrav1alpha1.RootDiskPersistent}}
+	for _, tc := range []struct {
+		name  string
+		cfg   VMConfig
+		phase infrav1alpha1.VirtualMachinePhase
+		state *infrav1alpha1.VMHibernation
+		want  time.Duration
+	}{
+		{"running, the resume's account awaited", cfg, infrav1alpha1.VMRunning, saved, 7 * time.Second},
+		{"running, resumed", cfg, infrav1alpha1.VMRunning, &infrav1alpha1.VMHibernation{State: infrav1alpha1.HibernationResumed}, 0},
+		{"stopped, saved", cfg, infrav1alpha1.VMStopped, saved, 0},
+		{"no launcher serves it", VMConfig{}, infrav1alpha1.VMRunning, saved, 0},
+	} {
+		vm := &infrav1alpha1.VirtualMachine{Spec: hibernating, Status: infrav1alpha1.VirtualMachineStatus{Hibernation: tc.state}}
+		st := infrav1alpha1.VirtualMachineStatus{Phase: tc.phase, Hibernation: tc.state}
+		if got := tc.cfg.untilStartReport(vm, st); got != tc.want {
+			t.Errorf("%s: look again after %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
