@@ -41,7 +41,7 @@ func activityPort(ports []infrav1alpha1.VMPort) int32 {
 // the operator keeps an activity record and holds the key its credentials derive from.
 func (c VMConfig) idleApplies(vm *infrav1alpha1.VirtualMachine) bool {
 	backend := orDefault(vm.Status.Backend, vm.Spec.Backend)
-	return c.Activity != nil && len(c.AccessKey) > 0 && backend != infrav1alpha1.BackendKubeVirt &&
+	return c.readsLaunchers() && backend != infrav1alpha1.BackendKubeVirt &&
 		c.idle(activity.Use{}).timeoutFor(vm.Spec.IdleTimeout) > 0
 }
 
@@ -51,7 +51,13 @@ func (c VMConfig) idleApplies(vm *infrav1alpha1.VirtualMachine) bool {
 // back to PowerOff too; and a VM's endpoint that came and went would replace its launcher).
 func (c VMConfig) servesActivity(vm *infrav1alpha1.VirtualMachine) bool {
 	return c.idleApplies(vm) ||
-		((hibernates(vm) || vm.Status.Hibernation != nil) && c.Activity != nil && len(c.AccessKey) > 0)
+		((hibernates(vm) || vm.Status.Hibernation != nil) && c.readsLaunchers())
+}
+
+// readsLaunchers reports whether the operator reads the launchers' activity endpoints: it keeps
+// an activity record and holds the key their credentials derive from.
+func (c VMConfig) readsLaunchers() bool {
+	return c.Activity != nil && len(c.AccessKey) > 0
 }
 
 // activityValues are the chart's values for the launcher's activity endpoint: its port, and

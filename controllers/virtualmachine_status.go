@@ -48,9 +48,7 @@ func (l VirtualMachineLifecycle) Status(obj *unstructured.Unstructured, observed
 		st = vmIdleStatus(vm, st, idle, now)
 		untilIdleCheck = idle.untilCheck(st.Phase == infrav1alpha1.VMRunning, vm.Spec.IdleTimeout, st.StartedAt, now)
 	}
-	if d := l.untilStartReport(vm, st); d > 0 && (untilIdleCheck == 0 || d < untilIdleCheck) {
-		untilIdleCheck = d
-	}
+	untilIdleCheck = soonest(untilIdleCheck, l.untilStartReport(vm, st))
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return engine.StatusResult{}, err

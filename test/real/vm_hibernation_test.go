@@ -35,15 +35,22 @@ func startGuestProcess(t *testing.T, rv *realVM) {
 	}
 	value := hex.EncodeToString(b)
 	out := vmSSH(t, rv.VirtualMachine, rv.key, `nohup sh -c 'v=`+value+`; trap "echo \$v > /tmp/said" USR1; while :; do sleep 1; done' >/dev/null 2>&1 </dev/null & echo $!; cut -d' ' -f1 /proc/uptime`)
+	pid, uptime := wordAndUptime(t, out, "starting the guest's process")
+	rv.process = guestProcess{pid: pid, value: value, uptime: uptime}
+}
+
+// wordAndUptime reads out, the guest's answer to what: a word, then its uptime in seconds.
+func wordAndUptime(t *testing.T, out, what string) (string, float64) {
+	t.Helper()
 	fields := strings.Fields(out)
 	if len(fields) != 2 {
-		t.Fatalf("starting the guest's process: %q, want its pid and the uptime", out)
+		t.Fatalf("%s: %q, want a word and the guest's uptime", what, out)
 	}
 	uptime, err := strconv.ParseFloat(fields[1], 64)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %q: %v", what, out, err)
 	}
-	rv.process = guestProcess{pid: fields[0], value: value, uptime: uptime}
+	return fields[0], uptime
 }
 
 // processSays asks rv's guest process for its value, and reads the guest's uptime: what it
@@ -54,15 +61,7 @@ func processSays(t *testing.T, rv *realVM) (string, float64) {
 	out := vmSSH(t, rv.VirtualMachine, rv.key, fmt.Sprintf(
 		`if grep -q %s /proc/%s/cmdline 2>/dev/null; then rm -f /tmp/said; kill -USR1 %s; for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /tmp/said ] && break; sleep 1; done; cat /tmp/said; else echo gone; fi; cut -d' ' -f1 /proc/uptime`,
 		p.value, p.pid, p.pid))
-	fields := strings.Fields(out)
-	if len(fields) != 2 {
-		t.Fatalf("asking the guest's process: %q", out)
-	}
-	uptime, err := strconv.ParseFloat(fields[1], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fields[0], uptime
+	return wordAndUptime(t, out, "asking the guest's process")
 }
 
 // waitHibernation waits until rv's status.hibernation is in state (and later than after, when
